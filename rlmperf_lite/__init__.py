@@ -1,0 +1,1 @@
+"""RLM Performance Foundations library."""

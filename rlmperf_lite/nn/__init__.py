@@ -1,0 +1,11 @@
+"""A tiny decoder-only transformer in numpy, with forward/backward pairs (book section 1.3)."""
+from .config import TinyLMConfig
+from .flops import COUNTER, FlopCounter, mm
+from .model import (backward, check_tokens, forward, init_params, logps_backward, logps_forward,
+                    token_entropy, token_logps)
+from .optim import AdamW, clip_grad_norm
+from .sampling import Rollout, generate
+
+__all__ = ["TinyLMConfig", "COUNTER", "FlopCounter", "mm", "init_params", "forward", "backward",
+           "logps_forward", "logps_backward", "token_logps", "token_entropy", "check_tokens",
+           "AdamW", "clip_grad_norm", "Rollout", "generate"]

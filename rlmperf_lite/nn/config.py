@@ -1,0 +1,72 @@
+"""Configuration of the tiny decoder-only transformer (book section 1.3)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["TinyLMConfig"]
+
+_ACTIVATIONS = ("gelu", "relu")
+
+
+@dataclass(frozen=True)
+class TinyLMConfig:
+    """Shape of the tiny LM: a GPT-style pre-norm decoder.
+
+    Token + learned position embeddings, ``num_layers`` blocks of (RMSNorm, multi-head causal
+    self-attention, residual, RMSNorm, MLP, residual), a final RMSNorm and an untied LM head.
+    Linear layers have no biases (as in Llama). Shape letters: V vocabulary, D width, H heads,
+    Dh = D / H head width, L layers, T context.
+
+    Raises:
+        ValueError: naming the field, for an impossible shape (e.g. ``hidden_size`` not divisible
+            by ``num_heads``) or an unknown ``activation``.
+    """
+
+    vocab_size: int = 14
+    """V, number of token ids (the default matches :class:`rlmperf_lite.tasks.AdditionTask`)."""
+    max_seq_len: int = 16
+    """Longest sequence (prompt + response) the position table covers."""
+    hidden_size: int = 64
+    """D, residual stream width."""
+    num_layers: int = 2
+    """L, number of transformer blocks."""
+    num_heads: int = 4
+    """H, attention heads; must divide ``hidden_size``."""
+    intermediate_size: int = 256
+    """F, MLP hidden width (4 D by default)."""
+    activation: str = "relu"
+    """MLP non-linearity: ``"relu"`` (default: cheapest on a CPU) or ``"gelu"`` (tanh form)."""
+    norm_eps: float = 1e-5
+    """RMSNorm epsilon."""
+    init_std: float = 0.02
+    """Standard deviation of the normal initialisation (GPT-2's value)."""
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "max_seq_len", "hidden_size", "num_layers", "num_heads",
+                     "intermediate_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"TinyLMConfig.{name} must be a positive int, got {value!r}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"TinyLMConfig.hidden_size={self.hidden_size} is not divisible by "
+                f"num_heads={self.num_heads}; pick num_heads among the divisors of hidden_size")
+        if self.activation not in _ACTIVATIONS:
+            raise ValueError(f"TinyLMConfig.activation must be one of {_ACTIVATIONS}, "
+                             f"got {self.activation!r}")
+        if not self.norm_eps > 0:
+            raise ValueError(f"TinyLMConfig.norm_eps must be > 0, got {self.norm_eps!r}")
+        if not self.init_std > 0:
+            raise ValueError(f"TinyLMConfig.init_std must be > 0, got {self.init_std!r}")
+
+    @property
+    def head_dim(self) -> int:
+        """Dh = D / H."""
+        return self.hidden_size // self.num_heads
+
+    def num_params(self) -> int:
+        """Exact number of weights: embeddings, L blocks, final norm and LM head."""
+        V, D, F, L, T = (self.vocab_size, self.hidden_size, self.intermediate_size,
+                         self.num_layers, self.max_seq_len)
+        per_layer = 2 * D + 3 * D * D + D * D + 2 * D * F
+        return V * D + T * D + L * per_layer + D + D * V

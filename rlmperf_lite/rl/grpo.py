@@ -1,0 +1,181 @@
+"""GRPO on the tiny LM, one readable loop (book section 1.5, lab Chapter 1).
+
+Each step: sample B prompts and G completions each with the KV-cached sampler (rollout), score
+them with the verifier (reward), compute group-relative advantages, optionally the reference
+model's log-probs for a k3 KL penalty, then one AdamW step on the PPO-clipped surrogate whose
+ratio is taken against the behaviour log-probs recorded at sampling time (the "old" policy; with
+one update per batch the ratio starts at 1 and clipping only guards rounding differences).
+Shao et al. 2024 (DeepSeekMath, arXiv 2402.03300), Eq. 3 with token-mean aggregation.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..nn import (COUNTER, AdamW, TinyLMConfig, clip_grad_norm, generate, logps_backward,
+                  logps_forward, token_entropy, token_logps)
+from ..tasks import AdditionTask
+from .advantages import grpo_advantages
+from .losses import aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss, policy_loss_grad
+from .warmstart import warm_start
+
+__all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "evaluate"]
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """Arguments of :func:`train_grpo` (defaults solve the addition task; see the Chapter 1 lab)."""
+
+    seed: int = 0
+    """Seeds the init, the warm-start data, the prompts and the sampling."""
+    steps: int = 400
+    """GRPO steps (optimizer updates)."""
+    num_prompts: int = 32
+    """B, prompts per step."""
+    group_size: int = 4
+    """G, completions per prompt."""
+    lr: float = 1e-3
+    """AdamW learning rate of the RL phase."""
+    lr_warmup_steps: int = 0
+    """Linear learning-rate warm-up over the first steps (Adam's first updates are large)."""
+    adam_betas: tuple = (0.9, 0.999)
+    """AdamW (beta1, beta2)."""
+    clip_eps: float = 0.2
+    """PPO clip range (symmetric)."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL penalty to the frozen warm-start model; 0 skips the reference pass."""
+    temperature: float = 1.0
+    """Sampling temperature (the trainer's log-probs use the same)."""
+    max_new_tokens: int = 5
+    """R_max, completion budget (the longest answer needs 4)."""
+    max_grad_norm: float = 1.0
+    """Global gradient-norm clip."""
+    loss_agg_mode: str = "token-mean"
+    """See :func:`rlmperf_lite.rl.losses.aggregate_weights`."""
+    warmstart_max_steps: int = 400
+    """Most supervised steps of the base model (see :mod:`rlmperf_lite.rl.warmstart`)."""
+    warmstart_target_accuracy: float = 0.3
+    """The warm-start stops once greedy accuracy on its own pairs reaches this."""
+    model: TinyLMConfig = field(default_factory=TinyLMConfig)
+    """Shape of the tiny LM."""
+
+    def __post_init__(self):
+        for name, low in (("steps", 0), ("num_prompts", 1), ("max_new_tokens", 1),
+                          ("warmstart_max_steps", 0), ("lr_warmup_steps", 0)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise ValueError(f"GRPOConfig.{name} must be an int >= {low}, got {v!r}")
+        if not isinstance(self.group_size, int) or self.group_size < 2:
+            raise ValueError(f"GRPOConfig.group_size must be an int >= 2 (a group of one has no "
+                             f"baseline), got {self.group_size!r}")
+        for name in ("lr", "temperature", "max_grad_norm"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"GRPOConfig.{name} must be > 0, got {getattr(self, name)!r}")
+        if not 0 < self.clip_eps < 1:
+            raise ValueError(f"GRPOConfig.clip_eps must be in (0, 1), got {self.clip_eps!r}")
+        if not self.kl_coef >= 0:
+            raise ValueError(f"GRPOConfig.kl_coef must be >= 0, got {self.kl_coef!r}")
+
+
+@dataclass
+class GRPOResult:
+    """What :func:`train_grpo` returns."""
+
+    params: dict
+    history: list = field(default_factory=list)
+    """One dict of metrics per step (the CLI prints each as a JSON line)."""
+    base_params: dict = field(default_factory=dict)
+    """The warm-start model (reference policy)."""
+    warmstart_s: float = 0.0
+
+
+def evaluate(params: dict, cfg: TinyLMConfig, task: AdditionTask, split: str = "eval",
+             max_new_tokens: int = 5) -> float:
+    """Accuracy of greedy decoding on every pair of ``split`` (1,000 held-out pairs by default)."""
+    pairs = task.pairs(split)
+    rollout = generate(params, task.encode_prompts(pairs), cfg, max_new_tokens=max_new_tokens,
+                       eos_id=task.eos_id, pad_id=task.pad_id, temperature=0.0)
+    return float(task.reward(pairs, rollout.tokens[:, rollout.prompt_len:]).mean())
+
+
+def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None = None,
+               progress: bool = False, on_step=None) -> GRPOResult:
+    """Warm-start then GRPO; returns the final params and per-step metrics.
+
+    ``progress`` shows a tqdm bar; ``on_step(metrics)`` is called after each step.
+    """
+    task = task or AdditionTask()
+    cfg, c = config.model, config
+    if cfg.vocab_size != task.vocab_size:
+        raise ValueError(f"model vocab_size={cfg.vocab_size} != task vocab_size={task.vocab_size}")
+    rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)
+    t0 = time.perf_counter()
+    params, _ = warm_start(cfg, task, rng_init, max_steps=c.warmstart_max_steps,
+                           target_accuracy=c.warmstart_target_accuracy)
+    result = GRPOResult(params=params, base_params={k: v.copy() for k, v in params.items()},
+                        warmstart_s=time.perf_counter() - t0)
+    opt = AdamW(params, lr=c.lr, betas=c.adam_betas)
+    P = task.prompt_len
+    steps = range(c.steps)
+    if progress:
+        from tqdm.auto import tqdm
+        steps = tqdm(steps, desc="GRPO", unit="step")
+    for step in steps:
+        times = {}
+        t = time.perf_counter()
+        prompts, pairs = task.sample_prompts(rng_data, c.num_prompts)
+        rollout = generate(params, prompts, cfg, max_new_tokens=c.max_new_tokens,
+                           eos_id=task.eos_id, pad_id=task.pad_id, group_size=c.group_size,
+                           temperature=c.temperature, rng=rng_sample)
+        mask, old_logps = rollout.completion_mask, rollout.per_token_logps   # (N, R)
+        times["rollout_s"] = (t2 := time.perf_counter()) - t
+        if c.kl_coef > 0:
+            with COUNTER.phase("reference"):
+                ref_logps = token_logps(result.base_params, rollout.tokens, cfg,
+                                        c.temperature)[:, P - 1:]
+        times["ref_logps_s"] = (t := time.perf_counter()) - t2
+        rewards = task.reward(np.repeat(pairs, c.group_size, axis=0), rollout.tokens[:, P:])
+        times["reward_s"] = (t2 := time.perf_counter()) - t
+        advantages = grpo_advantages(rewards, c.group_size)                  # (N,)
+        times["advantages_s"] = (t := time.perf_counter()) - t2
+        with COUNTER.phase("train_forward"):
+            logps_all, cache = logps_forward(params, rollout.tokens, cfg, c.temperature)
+        logps = logps_all[:, P - 1:]                                         # (N, R)
+        per_token_loss, metrics = policy_loss(logps, old_logps, advantages, mask,
+                                              clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps)
+        dloss = policy_loss_grad(logps, old_logps, advantages, mask,
+                                 clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps)
+        if c.kl_coef > 0:
+            kl = kl_estimate(logps, ref_logps) * mask
+            per_token_loss = per_token_loss + c.kl_coef * kl
+            dloss = dloss + c.kl_coef * kl_estimate_grad(logps, ref_logps) * mask
+            metrics["kl_ref"] = float(kl.sum() / max(mask.sum(), 1.0))
+        weights = aggregate_weights(mask, c.loss_agg_mode)
+        dlogps = np.zeros_like(logps_all)
+        dlogps[:, P - 1:] = weights * dloss
+        with COUNTER.phase("train_backward"):
+            grads = logps_backward(dlogps, cache)
+        grad_norm = clip_grad_norm(grads, c.max_grad_norm)
+        opt.lr = c.lr * min(1.0, (step + 1) / (c.lr_warmup_steps + 1))
+        opt.step(params, grads)
+        times["update_s"] = time.perf_counter() - t
+        entropy = token_entropy(cache)[:, P - 1:]
+        row = {"step": step, "reward_mean": float(rewards.mean()),
+               "reward_std": float(rewards.std()),
+               "response_length": float(mask.sum(axis=1).mean()),
+               "loss": float((weights * per_token_loss).sum()),
+               "entropy": float((entropy * mask).sum() / mask.sum()),
+               "grad_norm": grad_norm, **metrics, **times}
+        result.history.append(row)
+        if progress:
+            steps.set_postfix(reward=f"{row['reward_mean']:.2f}")
+        if on_step is not None:
+            on_step(row)
+    return result
+
+
+def config_dict(config: GRPOConfig) -> dict:
+    """The config as plain JSON-able values (for logs and the CLI)."""
+    return asdict(config)

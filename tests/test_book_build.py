@@ -1,0 +1,82 @@
+"""The book builds strictly, executes its labs, and ignores virtual environments in the repo.
+
+One real build runs for the whole module (it executes every notebook in _toc.yml, so it is the
+slow test of the suite). It builds a copy of the repository that has a broken notebook planted in
+`.venv/`: the build must still succeed, because `_config.yml` excludes `.venv` (TOOLCHAIN notes:
+"a .venv/ or venv/ folder is read and its notebooks executed unless listed in exclude_patterns").
+"""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+
+# Never copied into the scratch copy of the repo: build output, VCS data, caches, environments.
+_NOT_COPIED = shutil.ignore_patterns(
+    "_build", ".git", ".venv", "venv", ".ci-venv", "__pycache__", ".ipynb_checkpoints",
+    ".pytest_cache", "*.egg-info",
+)
+
+
+def _broken_notebook() -> nbformat.NotebookNode:
+    """A notebook whose only cell raises: executing it fails a build with allow_errors: false."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell('raise RuntimeError("a notebook inside .venv was executed")')]
+    return nb
+
+
+@pytest.fixture(scope="module")
+def book_build(tmp_path_factory):
+    """Run `jupyter-book build -W -n --keep-going` once on a copy of the repo with a bad .venv/."""
+    src = tmp_path_factory.mktemp("repo") / "book"
+    shutil.copytree(REPO, src, ignore=_NOT_COPIED)
+    (src / ".venv").mkdir()
+    nbformat.write(_broken_notebook(), src / ".venv" / "bad.ipynb")
+
+    out = tmp_path_factory.mktemp("out")
+    cmd = [str(JUPYTER_BOOK), "build", "-W", "-n", "--keep-going", "--path-output", str(out), str(src)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    # jupyter-book writes into <path-output>/_build/html
+    return proc, out / "_build" / "html"
+
+
+def test_strict_build_succeeds_with_broken_notebook_in_dot_venv(book_build):
+    proc, _ = book_build
+    assert proc.returncode == 0, f"strict build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+
+
+@pytest.mark.parametrize("page", ["index", "book/intro", "book/ch01_rl_loop", "notebooks/ch01_lab"])
+def test_page_html_exists(book_build, page):
+    _, html = book_build
+    assert (html / f"{page}.html").is_file(), f"missing {page}.html in {html}"
+
+
+def test_lab_page_has_executed_output(book_build):
+    _, html = book_build
+    lab_html = (html / "notebooks" / "ch01_lab.html").read_text(encoding="utf-8")
+    # myst-nb wraps every rendered code-cell output in a <div class="cell_output ...">.
+    assert "cell_output" in lab_html, "the lab page shows no executed cell output"
+
+
+def test_venv_is_not_built(book_build):
+    _, html = book_build
+    assert not (html / ".venv").exists()
+
+
+def test_config_excludes_environments_and_non_book_folders():
+    config = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))
+    excluded = set(config["exclude_patterns"])
+    for pattern in ["_build", ".venv", "venv", "tests", "rlmperf_lite", "bench", "README.md"]:
+        assert pattern in excluded, f"_config.yml exclude_patterns lacks {pattern!r}"
+    assert config["execute"]["execute_notebooks"] == "force"
+    assert config["execute"]["allow_errors"] is False
+    # TOOLCHAIN notes: the default branch is `master`, which breaks launch links.
+    assert config["repository"]["branch"] == "main"

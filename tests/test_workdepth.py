@@ -1,0 +1,107 @@
+"""The work-depth calculator: counted vs predicted FLOPs, limiting cases, units, bad inputs."""
+import math
+
+import numpy as np
+import pytest
+
+from rlmperf_lite.nn import COUNTER, TinyLMConfig, generate, init_params, logps_backward, logps_forward
+from rlmperf_lite.tasks import AdditionTask
+from rlmperf_lite.workdepth import grpo_step_workdepth
+
+TOY = dict(num_layers=2, hidden_size=64, num_heads=4, vocab_size=14, intermediate_size=256,
+           mlp="relu")
+LLAMA2_7B = dict(num_layers=32, hidden_size=4096, num_heads=32, vocab_size=32000,
+                 intermediate_size=11008, mlp="swiglu")   # meta-llama/Llama-2-7b-hf config.json
+
+
+def test_predicted_work_equals_the_toy_models_counted_flops():
+    """Every matrix product the numpy model runs is predicted exactly (dense causal attention)."""
+    cfg, task = TinyLMConfig(), AdditionTask()
+    rng = np.random.default_rng(0)
+    params = init_params(cfg, rng)
+    prompts, _ = task.sample_prompts(rng, 8)
+    COUNTER.reset()
+    out = generate(params, prompts, cfg, max_new_tokens=5, eos_id=task.eos_id,
+                   pad_id=task.pad_id, group_size=4, rng=rng)
+    for phase in ("reference", "train_forward"):
+        with COUNTER.phase(phase):
+            logps, cache = logps_forward(params, out.tokens, cfg)
+    with COUNTER.phase("train_backward"):
+        logps_backward(np.ones_like(logps), cache)
+    R = out.tokens.shape[1] - out.prompt_len
+    assert out.num_decode_steps == R - 1
+    wd = grpo_step_workdepth(**TOY, num_prompts=8, group_size=4, prompt_len=6, response_len=R,
+                             kl_coef=0.1, attention="dense")
+    for phase, counted in COUNTER.counts.items():
+        assert wd.phase(phase).work_flops == counted, phase
+
+
+def test_training_flops_per_token_is_about_6n_for_a_7b_model():
+    """Kaplan et al. 2020, Sec. 2.1: training costs ~6N FLOPs per token (2N forward, 4N backward)
+    when the context is short relative to the width; attention adds the rest."""
+    B, G, P, R = 4, 2, 256, 256
+    wd = grpo_step_workdepth(**LLAMA2_7B, num_prompts=B, group_size=G, prompt_len=P,
+                             response_len=R)
+    n_matmul = 32 * (4 * 4096 ** 2 + 3 * 4096 * 11008) + 4096 * 32000   # 6.607e9, no embedding
+    per_token = (wd.phase("train_forward").work_flops + wd.phase("train_backward").work_flops) \
+        / (B * G * (P + R))
+    assert 1.0 < per_token / (6 * n_matmul) < 1.05
+    assert wd.phase("train_backward").work_flops == 2 * wd.phase("train_forward").work_flops
+
+
+def test_decode_is_little_work_but_most_of_the_depth_for_long_responses():
+    wd = grpo_step_workdepth(**LLAMA2_7B, num_prompts=32, group_size=16, prompt_len=512,
+                             response_len=4096)
+    decode = wd.phase("decode")
+    assert decode.work_flops < 0.5 * wd.work_flops
+    assert decode.depth_rounds > 0.9 * wd.depth_rounds
+    # decode depth grows linearly in R; training depth only through log terms
+    wd2 = grpo_step_workdepth(**LLAMA2_7B, num_prompts=32, group_size=16, prompt_len=512,
+                              response_len=8192)
+    assert 1.9 < wd2.phase("decode").depth_rounds / decode.depth_rounds < 2.1
+    assert wd2.phase("train_forward").depth_rounds - wd.phase("train_forward").depth_rounds < 100
+
+
+def test_brent_limits():
+    """p = 1: T_1 = W + D >= W; p -> infinity: the bound tends to D; always max(W/p, D) <= bound."""
+    kw = dict(**TOY, num_prompts=32, group_size=4, prompt_len=6, response_len=5)
+    one = grpo_step_workdepth(**kw, processors=1)
+    huge = grpo_step_workdepth(**kw, processors=10 ** 15)
+    for p1, pinf in zip(one.phases, huge.phases):
+        assert p1.brent_rounds == p1.work_flops + p1.depth_rounds
+        assert pinf.brent_rounds == pytest.approx(pinf.depth_rounds, rel=1e-6)
+        assert p1.lower_rounds <= p1.brent_rounds and pinf.lower_rounds <= pinf.brent_rounds
+        assert p1.parallelism == pytest.approx(p1.work_flops / p1.depth_rounds)
+
+
+def test_one_token_responses_need_no_decode_step():
+    wd = grpo_step_workdepth(**TOY, num_prompts=2, group_size=2, prompt_len=6, response_len=1)
+    assert wd.phase("decode").work_flops == 0
+    assert wd.phase("decode").depth_rounds == 2 * math.ceil(math.log2(14)) + 3   # one sampling
+
+
+def test_reference_phase_only_with_kl():
+    kw = dict(**TOY, num_prompts=2, group_size=2, prompt_len=6, response_len=3)
+    names = [p.name for p in grpo_step_workdepth(**kw).phases]
+    assert "reference" not in names
+    assert "reference" in [p.name for p in grpo_step_workdepth(**kw, kl_coef=0.04).phases]
+
+
+def test_causal_counts_fewer_pairs_than_dense():
+    kw = dict(**TOY, num_prompts=2, group_size=2, prompt_len=6, response_len=3)
+    causal, dense = grpo_step_workdepth(**kw), grpo_step_workdepth(**kw, attention="dense")
+    T, L, D, N = 9, 2, 64, 4
+    diff = dense.phase("train_forward").work_flops - causal.phase("train_forward").work_flops
+    assert diff == N * L * 4 * D * (T * T - T * (T + 1) / 2)
+
+
+@pytest.mark.parametrize("bad,name", [
+    ({"num_layers": 0}, "num_layers"), ({"processors": 0}, "processors"),
+    ({"num_heads": 5}, "num_heads"), ({"mlp": "moe"}, "mlp"), ({"attention": "sparse"}, "attention"),
+    ({"kl_coef": -1.0}, "kl_coef"), ({"response_len": 2.5}, "response_len"),
+])
+def test_bad_inputs_raise_valueerror_naming_the_parameter(bad, name):
+    kw = dict(**TOY, num_prompts=2, group_size=2, prompt_len=6, response_len=3)
+    kw.update(bad)
+    with pytest.raises(ValueError, match=name):
+        grpo_step_workdepth(**kw)
