@@ -34,9 +34,10 @@ def _train(args) -> int:
         if args.json:
             print(json.dumps(row), flush=True)
 
-    result = train_grpo(config, task=task, progress=not args.json, on_step=emit)
+    result = train_grpo(config, task=task, progress=not args.json, on_step=emit,
+                        eval_every=args.eval_every, stop_at_accuracy=args.stop_at_accuracy)
     summary = {
-        "summary": True, "algo": args.algo, "seed": config.seed, "steps": config.steps,
+        "summary": True, "algo": args.algo, "seed": config.seed, "steps": len(result.history),
         "final_reward_mean": result.history[-1]["reward_mean"] if result.history else None,
         "eval_accuracy": evaluate(result.params, config.model, task,
                                   max_new_tokens=config.max_new_tokens),
@@ -81,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--num-prompts", type=int, default=None, help="B")
     tr.add_argument("--group-size", type=int, default=None, help="G")
     tr.add_argument("--kl-coef", type=float, default=None)
+    tr.add_argument("--eval-every", type=int, default=0,
+                    help="add held-out accuracy to every N-th step's record")
+    tr.add_argument("--stop-at-accuracy", type=float, default=None,
+                    help="stop once held-out accuracy reaches this (needs --eval-every)")
     tr.add_argument("--json", action="store_true", help="one JSON object per line")
     tr.set_defaults(func=_train)
 
@@ -111,6 +116,9 @@ def main(argv=None) -> int:
     except ValueError as err:                      # bad input: one clear line, exit code 2
         print(f"rlmperf: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:                        # e.g. `rlmperf train --json | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -85,7 +85,9 @@ class GRPOResult:
 
     params: dict
     history: list = field(default_factory=list)
-    """One dict of metrics per step (the CLI prints each as a JSON line)."""
+    """One dict per step (the CLI prints each as a JSON line): the metrics, the wall time of
+    each phase (``*_s``), the decode width R used (``response_width``) and the matrix-product
+    FLOPs the model counted per phase (``prefill_flops``, ``decode_flops``, ...)."""
     base_params: dict = field(default_factory=dict)
     """The warm-start model (reference policy)."""
     warmstart_s: float = 0.0
@@ -101,11 +103,17 @@ def evaluate(params: dict, cfg: TinyLMConfig, task: AdditionTask, split: str = "
 
 
 def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None = None,
-               progress: bool = False, on_step=None) -> GRPOResult:
+               progress: bool = False, on_step=None, eval_every: int = 0,
+               stop_at_accuracy: float | None = None) -> GRPOResult:
     """Warm-start then GRPO; returns the final params and per-step metrics.
 
-    ``progress`` shows a tqdm bar; ``on_step(metrics)`` is called after each step.
+    ``progress`` shows a tqdm bar; ``on_step(metrics)`` is called after each step. With
+    ``eval_every`` > 0, every that many steps (and at the last) the held-out greedy accuracy is
+    added to the step's metrics as ``eval_accuracy``, and training stops early once it reaches
+    ``stop_at_accuracy`` (if given): the benchmark's time-to-accuracy.
     """
+    if eval_every < 0 or (stop_at_accuracy is not None and not eval_every):
+        raise ValueError("eval_every must be >= 0, and > 0 when stop_at_accuracy is given")
     task = task or AdditionTask()
     cfg, c = config.model, config
     if cfg.vocab_size != task.vocab_size:
@@ -123,7 +131,7 @@ def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None =
         from tqdm.auto import tqdm
         steps = tqdm(steps, desc="GRPO", unit="step")
     for step in steps:
-        times = {}
+        times, flops_before = {}, dict(COUNTER.counts)
         t = time.perf_counter()
         prompts, pairs = task.sample_prompts(rng_data, c.num_prompts)
         rollout = generate(params, prompts, cfg, max_new_tokens=c.max_new_tokens,
@@ -167,12 +175,19 @@ def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None =
                "response_length": float(mask.sum(axis=1).mean()),
                "loss": float((weights * per_token_loss).sum()),
                "entropy": float((entropy * mask).sum() / mask.sum()),
-               "grad_norm": grad_norm, **metrics, **times}
+               "grad_norm": grad_norm, **metrics, **times,
+               "response_width": int(mask.shape[1]),
+               **{f"{k}_flops": v - flops_before.get(k, 0.0) for k, v in COUNTER.counts.items()
+                  if v != flops_before.get(k, 0.0)}}
+        if eval_every and ((step + 1) % eval_every == 0 or step + 1 == c.steps):
+            row["eval_accuracy"] = evaluate(params, cfg, task, max_new_tokens=c.max_new_tokens)
         result.history.append(row)
         if progress:
             steps.set_postfix(reward=f"{row['reward_mean']:.2f}")
         if on_step is not None:
             on_step(row)
+        if stop_at_accuracy is not None and row.get("eval_accuracy", -1.0) >= stop_at_accuracy:
+            break
     return result
 
 

@@ -1,0 +1,146 @@
+"""Benchmarks of the Foundation issue, one thread. Run by hand: `python bench/run.py`.
+
+1. Time to accuracy: wall time from a fresh process (`python -m rlmperf_lite train`) to held-out
+   greedy accuracy >= 0.9, warm-start included, for seeds 0, 1, 2 (goal: <= 20 s each).
+2. Train-step time, numpy vs PyTorch eager on the same architecture and batch
+   (goal: numpy no slower). Needs `pip install -r bench/requirements.txt`.
+3. Share of a GRPO step's time spent inside matrix products (goal: at least half).
+
+Prints a table and writes bench/results.json. Timings depend on the machine: they are reported
+in notes, never asserted by tests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+import numpy as np  # noqa: E402  (after the thread settings)
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def time_to_accuracy(seed: int, target: float = 0.9) -> dict:
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-m", "rlmperf_lite", "train", "--seed", str(seed), "--json",
+         "--eval-every", "25", "--stop-at-accuracy", str(target)],
+        capture_output=True, text=True, check=True, cwd=ROOT, env=os.environ.copy())
+    wall_s = time.perf_counter() - t0
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"seed": seed, "wall_s": wall_s, "steps": summary["steps"],
+            "eval_accuracy": summary["eval_accuracy"], "reached": summary["eval_accuracy"] >= target}
+
+
+def _batch(seed=0):
+    """A realistic GRPO batch: rollout of the warm-started model on B*G samples."""
+    from rlmperf_lite.nn import TinyLMConfig, generate
+    from rlmperf_lite.rl import grpo_advantages, warm_start
+    from rlmperf_lite.tasks import AdditionTask
+    cfg, task = TinyLMConfig(), AdditionTask()
+    rng = np.random.default_rng(seed)
+    params, _ = warm_start(cfg, task, rng)
+    prompts, pairs = task.sample_prompts(rng, 32)
+    r = generate(params, prompts, cfg, max_new_tokens=5, eos_id=task.eos_id, pad_id=task.pad_id,
+                 group_size=4, rng=rng)
+    rewards = task.reward(np.repeat(pairs, 4, axis=0), r.tokens[:, r.prompt_len:])
+    return cfg, task, params, r, grpo_advantages(rewards, 4)
+
+
+def numpy_update_step(cfg, params, r, adv, opt):
+    from rlmperf_lite.nn import clip_grad_norm, logps_backward, logps_forward
+    from rlmperf_lite.rl import aggregate_weights, policy_loss_grad
+    P = r.prompt_len
+    logps_all, cache = logps_forward(params, r.tokens, cfg)
+    logps = logps_all[:, P - 1:]
+    dlogps = np.zeros_like(logps_all)
+    dlogps[:, P - 1:] = aggregate_weights(r.completion_mask) * policy_loss_grad(
+        logps, r.per_token_logps, adv, r.completion_mask)
+    grads = logps_backward(dlogps, cache)
+    clip_grad_norm(grads, 1.0)
+    opt.step(params, grads)
+
+
+def median_s(fn, repeats=60, warmup=5):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def step_time_vs_torch() -> dict:
+    from rlmperf_lite.nn import AdamW
+    cfg, task, params, r, adv = _batch()
+    opt = AdamW(params, lr=1e-3)
+    np_s = median_s(lambda: numpy_update_step(cfg, params, r, adv, opt))
+    result = {"tokens_shape": list(r.tokens.shape), "numpy_update_s": np_s}
+    try:
+        import torch
+    except ImportError:
+        result["torch_update_s"] = None
+        return result
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    from torch_ref import make_update
+    _, step = make_update(cfg)
+    t = (torch.as_tensor(r.tokens), torch.as_tensor(r.per_token_logps),
+         torch.as_tensor(adv), torch.as_tensor(r.completion_mask))
+    result["torch_update_s"] = median_s(lambda: step(*t, r.prompt_len))
+    result["torch_version"] = torch.__version__
+    result["numpy_over_torch"] = np_s / result["torch_update_s"]
+    return result
+
+
+def matmul_share() -> dict:
+    """Time inside rlmperf_lite's counted matrix products over whole GRPO steps."""
+    import rlmperf_lite.nn.flops as flops
+    from rlmperf_lite.nn import layers, model, sampling
+    from rlmperf_lite.rl import GRPOConfig, train_grpo
+    inside = [0.0]
+    raw = flops.mm
+
+    def timed_mm(a, b):
+        t = time.perf_counter()
+        out = raw(a, b)
+        inside[0] += time.perf_counter() - t
+        return out
+
+    for mod in (layers, model, sampling):
+        mod.mm = timed_mm
+    marks = []                      # time inside mm when each step ends
+    try:
+        res = train_grpo(GRPOConfig(steps=200), on_step=lambda row: marks.append(inside[0]))
+    finally:
+        for mod in (layers, model, sampling):
+            mod.mm = raw
+    steps = res.history[1:]         # from the end of step 0: the warm-start is not a GRPO step
+    total = sum(h["rollout_s"] + h["ref_logps_s"] + h["reward_s"] + h["advantages_s"]
+                + h["update_s"] for h in steps)
+    matmul = marks[-1] - marks[0]
+    return {"steps": len(steps), "steps_s": total, "matmul_s": matmul,
+            "matmul_share": matmul / total}
+
+
+def main():
+    from threadpoolctl import threadpool_info
+    results = {"blas": [{k: i.get(k) for k in ("internal_api", "num_threads", "version",
+                                                "architecture")} for i in threadpool_info()]}
+    results["time_to_accuracy"] = [time_to_accuracy(s) for s in (0, 1, 2)]
+    results["step_vs_torch"] = step_time_vs_torch()
+    results["matmul_share"] = matmul_share()
+    print(json.dumps(results, indent=2))
+    (ROOT / "bench" / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""ipywidgets front end of :func:`rlmperf_lite.workdepth.grpo_step_workdepth` (Chapter 1 lab)."""
+from __future__ import annotations
+
+import html
+
+from ..workdepth import grpo_step_workdepth
+from .charts import workdepth_chart
+
+
+def _table(wd) -> str:
+    rows = "".join(
+        f"<tr><td>{p.name}</td><td>{p.work_flops:.3g}</td><td>{p.depth_rounds:.4g}</td>"
+        f"<td>{p.parallelism:.3g}</td><td>{p.brent_rounds:.3g}</td></tr>" for p in wd.phases)
+    return ("<table><tr><th>phase</th><th>work W (FLOPs)</th><th>depth D (rounds)</th>"
+            "<th>W/D</th><th>W/p + D (rounds)</th></tr>" + rows +
+            f"<tr><th>step</th><th>{wd.work_flops:.3g}</th><th>{wd.depth_rounds:.4g}</th><th></th>"
+            f"<th>{wd.brent_rounds:.3g}</th></tr></table>")
+
+
+def workdepth_widget(**model):
+    """Sliders for B, G, P, R and log10 p driving the calculator for a fixed model shape.
+
+    ``model``: the shape keywords of :func:`grpo_step_workdepth` (num_layers, hidden_size, ...).
+    Bad combinations show the calculator's ValueError message instead of a traceback.
+    """
+    import ipywidgets as w
+    from IPython.display import display
+
+    sliders = {
+        "num_prompts": w.IntSlider(value=32, min=1, max=512, description="B prompts"),
+        "group_size": w.IntSlider(value=8, min=1, max=64, description="G group"),
+        "prompt_len": w.IntSlider(value=512, min=1, max=8192, description="P prompt"),
+        "response_len": w.IntSlider(value=2048, min=1, max=32768, description="R response"),
+        "log10_p": w.FloatSlider(value=5.0, min=0.0, max=9.0, step=0.5, description="log10 p"),
+    }
+    out, message = w.Output(), w.HTML()
+
+    def update(_=None):
+        kwargs = {k: s.value for k, s in sliders.items() if k != "log10_p"}
+        try:
+            wd = grpo_step_workdepth(**model, **kwargs,
+                                     processors=int(round(10 ** sliders["log10_p"].value)))
+        except ValueError as err:
+            message.value = f"<b style='color:firebrick'>{html.escape(str(err))}</b>"
+            return
+        message.value = _table(wd)
+        with out:
+            out.clear_output(wait=True)
+            display(workdepth_chart({"this model": wd}, title="Shares of W and D"))
+
+    for s in sliders.values():
+        s.observe(update, names="value")
+    update()
+    return w.VBox([w.HBox([w.VBox(list(sliders.values())), message]), out])
