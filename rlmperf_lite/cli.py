@@ -13,7 +13,6 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, fields
 
 from .nn import TinyLMConfig
 from .rl.grpo import GRPOConfig, evaluate, train_grpo

@@ -6,8 +6,7 @@ whose gradient with respect to the layer's output is ``dout``.
 import numpy as np
 import pytest
 
-from rlmperf_lite.nn import TinyLMConfig, init_params, logps_backward, logps_forward
-from rlmperf_lite.nn import layers
+from rlmperf_lite.nn import TinyLMConfig, init_params, layers, logps_backward, logps_forward
 
 RTOL = 1e-6
 

@@ -13,7 +13,7 @@ ALLOWED_TOP_LEVEL = {
 }
 # Produced by building, installing or testing, and ignored by git (see .gitignore).
 IGNORED_TOP_LEVEL = [
-    ".git", "_build", ".venv", "venv", "__pycache__", ".ipynb_checkpoints", ".pytest_cache",
+    ".git", "_build", ".venv", "venv", "__pycache__", ".ipynb_checkpoints", ".*_cache",
     "*.egg-info",
 ]
 
@@ -35,7 +35,8 @@ def test_readme_has_exactly_one_test_line():
 
 def test_ci_runs_the_readme_test_line_verbatim():
     (test_line,) = _readme_lines_with("pytest")
-    ci_lines = [line.strip() for line in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    ci_text = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    ci_lines = [line.strip() for line in ci_text.splitlines()]
     assert test_line in ci_lines
 
 
@@ -52,7 +53,8 @@ def test_top_level_entries_are_the_allowed_set():
         if entry.name not in ALLOWED_TOP_LEVEL
         and not any(fnmatch.fnmatch(entry.name, pattern) for pattern in IGNORED_TOP_LEVEL)
     )
-    assert unexpected == [], f"unexpected top-level entries {unexpected}; add them to the allowed set on purpose"
+    assert unexpected == [], (f"unexpected top-level entries {unexpected}; "
+                              "add them to the allowed set on purpose")
     missing = sorted(name for name in ALLOWED_TOP_LEVEL if not (REPO / name).exists())
     assert missing == [], f"missing top-level entries {missing}"
 

@@ -2,8 +2,15 @@
 import numpy as np
 import pytest
 
-from rlmperf_lite.rl import (aggregate_loss, aggregate_weights, grpo_advantages, kl_estimate,
-                             kl_estimate_grad, policy_loss, policy_loss_grad)
+from rlmperf_lite.rl import (
+    aggregate_loss,
+    aggregate_weights,
+    grpo_advantages,
+    kl_estimate,
+    kl_estimate_grad,
+    policy_loss,
+    policy_loss_grad,
+)
 
 
 def test_all_equal_group_gets_exactly_zero_advantages():
@@ -86,7 +93,7 @@ def test_kl_estimators_grad_and_k3_nonnegative(kind):
 
 
 def test_kl_estimators_are_unbiased_for_kl_of_categoricals():
-    """k1 and k3 are unbiased estimates of KL(p || q) (Schulman 2020): check by exact expectation."""
+    """k1 and k3 are unbiased estimates of KL(p || q) (Schulman 2020): exact expectation."""
     p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.5, 0.3])
     exact = float((p * np.log(p / q)).sum())
     for kind in ("k1", "k3"):

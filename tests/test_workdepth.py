@@ -4,7 +4,14 @@ import math
 import numpy as np
 import pytest
 
-from rlmperf_lite.nn import COUNTER, TinyLMConfig, generate, init_params, logps_backward, logps_forward
+from rlmperf_lite.nn import (
+    COUNTER,
+    TinyLMConfig,
+    generate,
+    init_params,
+    logps_backward,
+    logps_forward,
+)
 from rlmperf_lite.tasks import AdditionTask
 from rlmperf_lite.workdepth import grpo_step_workdepth
 
@@ -97,7 +104,8 @@ def test_causal_counts_fewer_pairs_than_dense():
 
 @pytest.mark.parametrize("bad,name", [
     ({"num_layers": 0}, "num_layers"), ({"processors": 0}, "processors"),
-    ({"num_heads": 5}, "num_heads"), ({"mlp": "moe"}, "mlp"), ({"attention": "sparse"}, "attention"),
+    ({"num_heads": 5}, "num_heads"), ({"mlp": "moe"}, "mlp"),
+    ({"attention": "sparse"}, "attention"),
     ({"kl_coef": -1.0}, "kl_coef"), ({"response_len": 2.5}, "response_len"),
 ])
 def test_bad_inputs_raise_valueerror_naming_the_parameter(bad, name):

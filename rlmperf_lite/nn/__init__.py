@@ -1,8 +1,16 @@
 """A tiny decoder-only transformer in numpy, with forward/backward pairs (book section 1.3)."""
 from .config import TinyLMConfig
 from .flops import COUNTER, FlopCounter, mm
-from .model import (backward, check_tokens, forward, init_params, logps_backward, logps_forward,
-                    token_entropy, token_logps)
+from .model import (
+                    backward,
+                    check_tokens,
+                    forward,
+                    init_params,
+                    logps_backward,
+                    logps_forward,
+                    token_entropy,
+                    token_logps,
+)
 from .optim import AdamW, clip_grad_norm
 from .sampling import Rollout, generate
 

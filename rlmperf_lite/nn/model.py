@@ -14,9 +14,18 @@ import numpy as np
 
 from .config import TinyLMConfig
 from .flops import mm
-from .layers import (activation_backward, activation_forward, attention_backward,
-                     attention_forward, embedding_backward, embedding_forward, linear_backward,
-                     linear_forward, rmsnorm_backward, rmsnorm_forward)
+from .layers import (
+    activation_backward,
+    activation_forward,
+    attention_backward,
+    attention_forward,
+    embedding_backward,
+    embedding_forward,
+    linear_backward,
+    linear_forward,
+    rmsnorm_backward,
+    rmsnorm_forward,
+)
 
 __all__ = ["init_params", "forward", "backward", "logps_forward", "logps_backward",
            "token_logps", "token_entropy", "check_tokens"]

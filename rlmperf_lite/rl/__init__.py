@@ -1,8 +1,14 @@
 """RL algorithms on the tiny LM: advantages, losses, GRPO (book Part I)."""
 from .advantages import check_rewards, grpo_advantages
 from .grpo import GRPOConfig, GRPOResult, evaluate, train_grpo
-from .losses import (aggregate_loss, aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss,
-                     policy_loss_grad)
+from .losses import (
+                     aggregate_loss,
+                     aggregate_weights,
+                     kl_estimate,
+                     kl_estimate_grad,
+                     policy_loss,
+                     policy_loss_grad,
+)
 from .warmstart import warm_start
 
 __all__ = ["grpo_advantages", "check_rewards", "GRPOConfig", "GRPOResult", "evaluate",

@@ -13,9 +13,19 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
-from ..nn import (COUNTER, AdamW, TinyLMConfig, clip_grad_norm, generate, logps_backward,
-                  logps_forward, token_entropy, token_logps)
+from ..nn import (
+    COUNTER,
+    AdamW,
+    TinyLMConfig,
+    clip_grad_norm,
+    generate,
+    logps_backward,
+    logps_forward,
+    token_entropy,
+    token_logps,
+)
 from ..tasks import AdditionTask
 from .advantages import grpo_advantages
 from .losses import aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss, policy_loss_grad
@@ -30,7 +40,7 @@ class GRPOConfig:
 
     seed: int = 0
     """Seeds the init, the warm-start data, the prompts and the sampling."""
-    steps: int = 400
+    steps: int = 800
     """GRPO steps (optimizer updates)."""
     num_prompts: int = 32
     """B, prompts per step."""
@@ -38,8 +48,10 @@ class GRPOConfig:
     """G, completions per prompt."""
     lr: float = 1e-3
     """AdamW learning rate of the RL phase."""
-    lr_warmup_steps: int = 0
+    lr_warmup_steps: int = 20
     """Linear learning-rate warm-up over the first steps (Adam's first updates are large)."""
+    lr_schedule: str = "linear"
+    """After warm-up: ``"constant"``, or ``"linear"`` decay to 0 at the last step."""
     adam_betas: tuple = (0.9, 0.999)
     """AdamW (beta1, beta2)."""
     clip_eps: float = 0.2
@@ -56,10 +68,13 @@ class GRPOConfig:
     """See :func:`rlmperf_lite.rl.losses.aggregate_weights`."""
     warmstart_max_steps: int = 400
     """Most supervised steps of the base model (see :mod:`rlmperf_lite.rl.warmstart`)."""
-    warmstart_target_accuracy: float = 0.3
+    warmstart_target_accuracy: float = 0.4
     """The warm-start stops once greedy accuracy on its own pairs reaches this."""
     model: TinyLMConfig = field(default_factory=TinyLMConfig)
     """Shape of the tiny LM."""
+    blas_threads: int | None = 1
+    """BLAS threads while training: 1 is fastest for these tiny matrices and makes a run's
+    numbers independent of the machine's core count; None keeps the process's setting."""
 
     def __post_init__(self):
         for name, low in (("steps", 0), ("num_prompts", 1), ("max_new_tokens", 1),
@@ -75,6 +90,13 @@ class GRPOConfig:
                 raise ValueError(f"GRPOConfig.{name} must be > 0, got {getattr(self, name)!r}")
         if not 0 < self.clip_eps < 1:
             raise ValueError(f"GRPOConfig.clip_eps must be in (0, 1), got {self.clip_eps!r}")
+        if self.lr_schedule not in ("constant", "linear"):
+            raise ValueError(f"GRPOConfig.lr_schedule must be 'constant' or 'linear', got "
+                             f"{self.lr_schedule!r}")
+        if self.blas_threads is not None and (not isinstance(self.blas_threads, int)
+                                              or self.blas_threads < 1):
+            raise ValueError(f"GRPOConfig.blas_threads must be None or an int >= 1, got "
+                             f"{self.blas_threads!r}")
         if not self.kl_coef >= 0:
             raise ValueError(f"GRPOConfig.kl_coef must be >= 0, got {self.kl_coef!r}")
 
@@ -91,6 +113,15 @@ class GRPOResult:
     base_params: dict = field(default_factory=dict)
     """The warm-start model (reference policy)."""
     warmstart_s: float = 0.0
+
+
+def _lr_factor(step: int, c: GRPOConfig) -> float:
+    """Multiplier of ``c.lr`` at ``step``: linear warm-up, then constant or linear decay."""
+    if step < c.lr_warmup_steps:
+        return (step + 1) / (c.lr_warmup_steps + 1)
+    if c.lr_schedule == "linear":
+        return 1.0 - (step - c.lr_warmup_steps) / max(c.steps - c.lr_warmup_steps, 1)
+    return 1.0
 
 
 def evaluate(params: dict, cfg: TinyLMConfig, task: AdditionTask, split: str = "eval",
@@ -114,7 +145,15 @@ def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None =
     """
     if eval_every < 0 or (stop_at_accuracy is not None and not eval_every):
         raise ValueError("eval_every must be >= 0, and > 0 when stop_at_accuracy is given")
-    task = task or AdditionTask()
+    if config.blas_threads is None:
+        return _train(config, task or AdditionTask(), progress, on_step, eval_every,
+                      stop_at_accuracy)
+    with threadpool_limits(limits=config.blas_threads, user_api="blas"):
+        return _train(config, task or AdditionTask(), progress, on_step, eval_every,
+                      stop_at_accuracy)
+
+
+def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRPOResult:
     cfg, c = config.model, config
     if cfg.vocab_size != task.vocab_size:
         raise ValueError(f"model vocab_size={cfg.vocab_size} != task vocab_size={task.vocab_size}")
@@ -166,7 +205,7 @@ def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None =
         with COUNTER.phase("train_backward"):
             grads = logps_backward(dlogps, cache)
         grad_norm = clip_grad_norm(grads, c.max_grad_norm)
-        opt.lr = c.lr * min(1.0, (step + 1) / (c.lr_warmup_steps + 1))
+        opt.lr = c.lr * _lr_factor(step, c)
         opt.step(params, grads)
         times["update_s"] = time.perf_counter() - t
         entropy = token_entropy(cache)[:, P - 1:]

@@ -1,0 +1,44 @@
+"""The command line: JSON output equals the library's, bad input is one clear line."""
+import json
+import subprocess
+import sys
+
+from rlmperf_lite.nn import TinyLMConfig
+from rlmperf_lite.workdepth import grpo_step_workdepth
+
+
+def rlmperf(*args):
+    return subprocess.run([sys.executable, "-m", "rlmperf_lite", *args], capture_output=True,
+                          text=True)
+
+
+def test_workdepth_json_equals_the_function():
+    out = rlmperf("workdepth", "--json", "--response-len", "7", "--processors", "1000")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    want = grpo_step_workdepth(**TinyLMConfig().workdepth_kwargs(), num_prompts=32, group_size=4,
+                               prompt_len=6, response_len=7, processors=1000).as_dict()
+    assert got["phases"] == want["phases"] and got["work_flops"] == want["work_flops"]
+
+
+def test_workdepth_table_lists_every_phase():
+    out = rlmperf("workdepth")
+    assert out.returncode == 0
+    for phase in ("prefill", "decode", "train_forward", "train_backward", "optimizer", "total"):
+        assert phase in out.stdout
+
+
+def test_bad_input_is_one_clear_line_and_exit_2():
+    out = rlmperf("workdepth", "--num-heads", "5")
+    assert out.returncode == 2
+    assert out.stderr.strip() == "rlmperf: error: num_heads=5 must divide hidden_size=64"
+    out = rlmperf("train", "--group-size", "1", "--steps", "1")
+    assert out.returncode == 2 and "group_size" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_short_train_run_prints_steps_then_summary():
+    out = rlmperf("train", "--steps", "3", "--json")
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(x) for x in out.stdout.strip().splitlines()]
+    assert [r["step"] for r in lines[:-1]] == [0, 1, 2]
+    assert {"final_reward_mean", "eval_accuracy", "wall_s"} <= set(lines[-1])

@@ -1,0 +1,72 @@
+"""The GRPO loop: determinism, metrics, the KL path, and that the default run learns the task."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rlmperf_lite.rl import GRPOConfig, train_grpo
+
+SHORT = dict(steps=4, warmstart_max_steps=30)
+
+
+def _no_timings(row):
+    return {k: v for k, v in row.items() if not k.endswith("_s")}
+
+
+def test_same_seed_same_numbers():
+    a, b = train_grpo(GRPOConfig(seed=3, **SHORT)), train_grpo(GRPOConfig(seed=3, **SHORT))
+    assert [_no_timings(r) for r in a.history] == [_no_timings(r) for r in b.history]
+    for k in a.params:
+        np.testing.assert_array_equal(a.params[k], b.params[k])
+    c = train_grpo(GRPOConfig(seed=4, **SHORT))
+    assert [_no_timings(r) for r in c.history] != [_no_timings(r) for r in a.history]
+
+
+def test_metrics_the_field_logs_are_present_and_finite():
+    row = train_grpo(GRPOConfig(**SHORT)).history[-1]
+    for key in ("reward_mean", "reward_std", "response_length", "approx_kl", "clipfrac",
+                "entropy", "grad_norm", "loss", "rollout_s", "ref_logps_s", "reward_s",
+                "advantages_s", "update_s", "prefill_flops", "decode_flops",
+                "train_forward_flops", "train_backward_flops"):
+        assert np.isfinite(row[key]), key
+    assert row["train_backward_flops"] == 2 * row["train_forward_flops"]
+
+
+def test_one_update_per_batch_means_ratio_one():
+    """With one update per batch the ratio is 1 up to the rounding of sampler vs trainer
+    (TRL issue #2769): nothing is clipped."""
+    for row in train_grpo(GRPOConfig(**SHORT)).history:
+        assert abs(row["ratio_mean"] - 1) < 1e-4 and row["clipfrac"] == 0
+
+
+def test_kl_penalty_runs_the_reference_pass():
+    rows = train_grpo(GRPOConfig(kl_coef=0.05, **SHORT)).history
+    assert all("kl_ref" in r and r["kl_ref"] >= 0 for r in rows)
+    assert rows[0]["kl_ref"] == pytest.approx(0, abs=1e-6)      # policy == reference at step 0
+    assert rows[-1]["reference_flops"] == rows[-1]["train_forward_flops"]
+
+
+def test_eval_every_and_stop_at_accuracy():
+    rows = train_grpo(GRPOConfig(steps=6, warmstart_max_steps=30), eval_every=2).history
+    assert [("eval_accuracy" in r) for r in rows] == [False, True] * 3
+    stopped = train_grpo(GRPOConfig(steps=6, warmstart_max_steps=30), eval_every=2,
+                         stop_at_accuracy=0.0).history
+    assert len(stopped) == 2
+    with pytest.raises(ValueError, match="eval_every"):
+        train_grpo(GRPOConfig(**SHORT), stop_at_accuracy=0.9)
+
+
+def test_default_cli_run_solves_the_task():
+    """The Foundation issue's end-to-end goal: `rlmperf train --algo grpo --seed 0 --json`
+    reaches held-out greedy accuracy >= 0.9 with the default number of steps."""
+    out = subprocess.run([sys.executable, "-m", "rlmperf_lite", "train", "--algo", "grpo",
+                          "--seed", "0", "--json"], capture_output=True, text=True, check=True)
+    lines = [json.loads(line) for line in out.stdout.strip().splitlines()]
+    summary = lines[-1]
+    assert summary["summary"] and len(lines) - 1 == GRPOConfig().steps == summary["steps"]
+    assert summary["eval_accuracy"] >= 0.9, summary
+    assert summary["base_eval_accuracy"] <= 0.7, summary
+    assert summary["final_reward_mean"] == lines[-2]["reward_mean"]
+    assert summary["wall_s"] > 0
