@@ -71,6 +71,7 @@ def _workdepth(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``rlmperf`` argument parser: sub-commands ``train`` and ``workdepth``."""
     parser = argparse.ArgumentParser(prog="rlmperf", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     tr = sub.add_parser("train", help="warm-start then RL-train the tiny LM on the addition task")
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run the command line; returns the exit code (2 with one line on stderr for bad input)."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -79,6 +79,7 @@ def activation_forward(x, kind):
 
 
 def activation_backward(dy, cache, kind):
+    """dy (..., F) -> dx (..., F) for the activation ``kind`` of :func:`activation_forward`."""
     if kind == "relu":
         return dy * (cache > 0)
     x, t = cache
