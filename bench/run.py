@@ -51,6 +51,11 @@ def _batch(seed=0):
     r = generate(params, prompts, cfg, max_new_tokens=5, eos_id=task.eos_id, pad_id=task.pad_id,
                  group_size=4, rng=rng)
     rewards = task.reward(np.repeat(pairs, 4, axis=0), r.tokens[:, r.prompt_len:])
+    # the same shape whatever the sampled lengths: pad every completion to R = 5 (T = 11)
+    extra = 5 - r.completion_mask.shape[1]
+    r.tokens = np.pad(r.tokens, ((0, 0), (0, extra)), constant_values=task.pad_id)
+    r.completion_mask = np.pad(r.completion_mask, ((0, 0), (0, extra)))
+    r.per_token_logps = np.pad(r.per_token_logps, ((0, 0), (0, extra)))
     return cfg, task, params, r, grpo_advantages(rewards, 4)
 
 
@@ -132,12 +137,28 @@ def matmul_share() -> dict:
             "matmul_share": matmul / total}
 
 
-def main():
+def _blas() -> list:
     from threadpoolctl import threadpool_info
-    results = {"blas": [{k: i.get(k) for k in ("internal_api", "num_threads", "version",
-                                                "architecture")} for i in threadpool_info()]}
+    return [{k: i.get(k) for k in ("internal_api", "num_threads", "version", "architecture")}
+            for i in threadpool_info()]
+
+
+def main():
+    if sys.argv[1:] == ["--step-vs-torch"]:       # child process, see below
+        print(json.dumps({"blas": _blas(), **step_time_vs_torch()}))
+        return
+    results = {"blas": _blas(), "env": {k: os.environ.get(k) for k in
+                                        ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}}
     results["time_to_accuracy"] = [time_to_accuracy(s) for s in (0, 1, 2)]
-    results["step_vs_torch"] = step_time_vs_torch()
+    # Some machines force an older OpenBLAS kernel (OPENBLAS_CORETYPE) for safety; measure the
+    # comparison with it and with OpenBLAS's own choice, each in a fresh process.
+    results["step_vs_torch"] = {}
+    for label, drop in (("as_configured", ()),
+                        ("openblas_autodetect", ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"))):
+        env = {k: v for k, v in os.environ.items() if k not in drop}
+        out = subprocess.run([sys.executable, __file__, "--step-vs-torch"], env=env,
+                             capture_output=True, text=True, check=True)
+        results["step_vs_torch"][label] = json.loads(out.stdout.strip().splitlines()[-1])
     results["matmul_share"] = matmul_share()
     print(json.dumps(results, indent=2))
     (ROOT / "bench" / "results.json").write_text(json.dumps(results, indent=2) + "\n")
