@@ -15,7 +15,7 @@ import sys
 import time
 
 from .nn import TinyLMConfig
-from .rl.grpo import GRPOConfig, evaluate, train_grpo
+from .rl import GRPOConfig, evaluate, train_grpo
 from .tasks import AdditionTask
 from .workdepth import grpo_step_workdepth
 

@@ -57,3 +57,14 @@ def test_adamw_first_step_moves_each_weight_by_lr():
     np.testing.assert_allclose(params["w"], [0.9, -1.9, 0.4], atol=1e-4)
     with pytest.raises(ValueError, match="lr"):
         AdamW(params, lr=-1)
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    ({"max_new_tokens": 2}, "max_new_tokens"),
+    ({"max_new_tokens": 11}, "max_seq_len"),
+    ({"model": TinyLMConfig(vocab_size=10)}, "vocab_size"),
+])
+def test_train_grpo_rejects_configs_that_cannot_fit_the_task(kwargs, field):
+    from rlmperf_lite.rl import train_grpo
+    with pytest.raises(ValueError, match=field):
+        train_grpo(GRPOConfig(steps=1, warmstart_max_steps=0, **kwargs))

@@ -1,6 +1,7 @@
 """RL algorithms on the tiny LM: advantages, losses, GRPO (book Part I)."""
 from .advantages import check_rewards, grpo_advantages
-from .grpo import GRPOConfig, GRPOResult, evaluate, train_grpo
+from .evaluate import evaluate
+from .grpo import GRPOConfig, GRPOResult, train_grpo
 from .losses import (
                      aggregate_loss,
                      aggregate_weights,

@@ -10,7 +10,7 @@ Shao et al. 2024 (DeepSeekMath, arXiv 2402.03300), Eq. 3 with token-mean aggrega
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -28,6 +28,7 @@ from ..nn import (
 )
 from ..tasks import AdditionTask
 from .advantages import grpo_advantages
+from .evaluate import evaluate
 from .losses import aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss, policy_loss_grad
 from .warmstart import warm_start
 
@@ -124,15 +125,6 @@ def _lr_factor(step: int, c: GRPOConfig) -> float:
     return 1.0
 
 
-def evaluate(params: dict, cfg: TinyLMConfig, task: AdditionTask, split: str = "eval",
-             max_new_tokens: int = 5) -> float:
-    """Accuracy of greedy decoding on every pair of ``split`` (1,000 held-out pairs by default)."""
-    pairs = task.pairs(split)
-    rollout = generate(params, task.encode_prompts(pairs), cfg, max_new_tokens=max_new_tokens,
-                       eos_id=task.eos_id, pad_id=task.pad_id, temperature=0.0)
-    return float(task.reward(pairs, rollout.tokens[:, rollout.prompt_len:]).mean())
-
-
 def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None = None,
                progress: bool = False, on_step=None, eval_every: int = 0,
                stop_at_accuracy: float | None = None) -> GRPOResult:
@@ -156,7 +148,15 @@ def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None =
 def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRPOResult:
     cfg, c = config.model, config
     if cfg.vocab_size != task.vocab_size:
-        raise ValueError(f"model vocab_size={cfg.vocab_size} != task vocab_size={task.vocab_size}")
+        raise ValueError(f"GRPOConfig.model.vocab_size={cfg.vocab_size} must equal the task's "
+                         f"vocab_size={task.vocab_size}")
+    if c.max_new_tokens < task.max_answer_len:
+        raise ValueError(f"GRPOConfig.max_new_tokens={c.max_new_tokens} is shorter than the "
+                         f"task's longest answer ({task.max_answer_len} tokens with the end token)")
+    if task.prompt_len + c.max_new_tokens > cfg.max_seq_len:
+        raise ValueError(f"prompt length {task.prompt_len} + GRPOConfig.max_new_tokens="
+                         f"{c.max_new_tokens} exceeds GRPOConfig.model.max_seq_len="
+                         f"{cfg.max_seq_len}")
     rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)
     t0 = time.perf_counter()
     params, _ = warm_start(cfg, task, rng_init, max_steps=c.warmstart_max_steps,
@@ -229,7 +229,3 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
             break
     return result
 
-
-def config_dict(config: GRPOConfig) -> dict:
-    """The config as plain JSON-able values (for logs and the CLI)."""
-    return asdict(config)

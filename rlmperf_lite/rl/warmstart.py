@@ -13,6 +13,7 @@ import numpy as np
 
 from ..nn import AdamW, TinyLMConfig, clip_grad_norm, init_params, logps_backward, logps_forward
 from ..tasks import AdditionTask
+from .evaluate import evaluate
 
 __all__ = ["warm_start"]
 
@@ -34,7 +35,6 @@ def warm_start(cfg: TinyLMConfig, task: AdditionTask, rng: np.random.Generator, 
     Raises:
         ValueError: ``max_steps`` < 0, ``batch_size`` < 1 or ``target_accuracy`` outside (0, 1].
     """
-    from .grpo import evaluate
     if not 0 < target_accuracy <= 1:
         raise ValueError(f"target_accuracy must be in (0, 1], got {target_accuracy!r}")
     steps = max_steps
