@@ -167,8 +167,8 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
     P = task.prompt_len
     steps = range(c.steps)
     if progress:
-        from tqdm.auto import tqdm
-        steps = tqdm(steps, desc="GRPO", unit="step")
+        from tqdm import tqdm  # a text bar: it also shows in a notebook saved to HTML
+        steps = tqdm(steps, desc="GRPO", unit="step", mininterval=1.0, ascii=True)
     for step in steps:
         times, flops_before = {}, dict(COUNTER.counts)
         t = time.perf_counter()
@@ -222,7 +222,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
             row["eval_accuracy"] = evaluate(params, cfg, task, max_new_tokens=c.max_new_tokens)
         result.history.append(row)
         if progress:
-            steps.set_postfix(reward=f"{row['reward_mean']:.2f}")
+            steps.set_postfix(reward=f"{row['reward_mean']:.2f}", refresh=False)
         if on_step is not None:
             on_step(row)
         if stop_at_accuracy is not None and row.get("eval_accuracy", -1.0) >= stop_at_accuracy:

@@ -45,6 +45,6 @@ def workdepth_chart(results: dict, *, title: str = "Share of work and depth per 
         y=alt.Y("phase:N", sort=order, title=None),
         color=alt.Color("measure:N", title=None),
         yOffset="measure:N",
-        column=alt.Column("model:N", title=None),
+        column=alt.Column("model:N", title=None, sort=list(results)),
         tooltip=["model:N", "phase:N", "measure:N", alt.Tooltip("share:Q", format=".2%")],
     ).properties(width=260, height=220, title=title)
