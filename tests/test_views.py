@@ -1,0 +1,32 @@
+"""Views: charts build valid Vega-Lite specs from library results; the widget shows errors."""
+from rlmperf_lite.nn import TinyLMConfig
+from rlmperf_lite.rl import GRPOConfig, train_grpo
+from rlmperf_lite.views import (learning_curve_chart, phase_time_chart, workdepth_chart,
+                                workdepth_widget)
+from rlmperf_lite.workdepth import grpo_step_workdepth
+
+TOY = TinyLMConfig().workdepth_kwargs()
+
+
+def test_charts_carry_the_library_values():
+    history = train_grpo(GRPOConfig(steps=3, warmstart_max_steps=10)).history
+    spec = learning_curve_chart(history).to_dict()
+    assert [r["reward_mean"] for r in spec["data"]["values"]] == [h["reward_mean"] for h in history]
+    rows = phase_time_chart(history).to_dict()["data"]["values"]
+    assert rows[0] == {"phase": "rollout", "seconds": sum(h["rollout_s"] for h in history)}
+    wd = grpo_step_workdepth(**TOY, num_prompts=2, group_size=2, prompt_len=6, response_len=3)
+    values = workdepth_chart({"toy": wd}).to_dict()["data"]["values"]
+    shares = {(v["phase"], v["measure"]): v["share"] for v in values}
+    assert shares[("decode", "work W")] == wd.phase("decode").work_flops / wd.work_flops
+    assert abs(sum(v for (_, m), v in shares.items() if m == "depth D") - 1) < 1e-12
+
+
+def test_widget_shows_the_calculators_error_instead_of_a_traceback():
+    box = workdepth_widget(**{**TOY, "num_heads": 5})      # 5 does not divide 64
+    message = box.children[0].children[1]
+    assert "num_heads=5 must divide hidden_size=64" in message.value
+    box = workdepth_widget(**TOY)
+    assert "<table>" in box.children[0].children[1].value
+    sliders = box.children[0].children[0].children
+    sliders[3].value = 1                                   # R = 1: no decode step
+    assert "decode</td><td>0</td>" in box.children[0].children[1].value
