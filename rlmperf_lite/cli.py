@@ -24,9 +24,8 @@ __all__ = ["main"]
 
 def _train(args) -> int:
     t0 = time.perf_counter()
-    overrides = {k: getattr(args, k) for k in ("seed", "steps", "lr", "num_prompts", "group_size",
-                                               "kl_coef") if getattr(args, k) is not None}
-    config = GRPOConfig(**overrides)
+    config = GRPOConfig(**{k: getattr(args, k) for k in ("seed", "steps", "lr", "num_prompts",
+                                                         "group_size", "kl_coef")})
     task = AdditionTask()
 
     def emit(row):
@@ -72,16 +71,20 @@ def _workdepth(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rlmperf`` argument parser: sub-commands ``train`` and ``workdepth``."""
-    parser = argparse.ArgumentParser(prog="rlmperf", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="rlmperf", description="The command line of the book RLM Performance Foundations.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    tr = sub.add_parser("train", help="warm-start then RL-train the tiny LM on the addition task")
+    tr = sub.add_parser("train", help="warm-start then RL-train the tiny LM on the addition task",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     tr.add_argument("--algo", choices=["grpo"], default="grpo")
-    tr.add_argument("--seed", type=int, default=None)
-    tr.add_argument("--steps", type=int, default=None, help=f"default {GRPOConfig.steps}")
-    tr.add_argument("--lr", type=float, default=None)
-    tr.add_argument("--num-prompts", type=int, default=None, help="B")
-    tr.add_argument("--group-size", type=int, default=None, help="G")
-    tr.add_argument("--kl-coef", type=float, default=None)
+    rl = GRPOConfig()
+    tr.add_argument("--seed", type=int, default=rl.seed)
+    tr.add_argument("--steps", type=int, default=rl.steps, help="GRPO steps")
+    tr.add_argument("--lr", type=float, default=rl.lr, help="peak learning rate")
+    tr.add_argument("--num-prompts", type=int, default=rl.num_prompts, help="B")
+    tr.add_argument("--group-size", type=int, default=rl.group_size, help="G")
+    tr.add_argument("--kl-coef", type=float, default=rl.kl_coef, help="k3 KL penalty weight")
     tr.add_argument("--eval-every", type=int, default=0,
                     help="add held-out accuracy to every N-th step's record")
     tr.add_argument("--stop-at-accuracy", type=float, default=None,
@@ -89,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--json", action="store_true", help="one JSON object per line")
     tr.set_defaults(func=_train)
 
-    toy, rl = TinyLMConfig(), GRPOConfig()
-    wd = sub.add_parser("workdepth", help="work and depth of one GRPO step (defaults: toy model)")
+    toy = TinyLMConfig()
+    wd = sub.add_parser("workdepth", help="work and depth of one GRPO step (defaults: toy model)",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     wd.add_argument("--num-layers", type=int, default=toy.num_layers, help="L")
     wd.add_argument("--hidden-size", type=int, default=toy.hidden_size, help="D")
     wd.add_argument("--num-heads", type=int, default=toy.num_heads, help="H")

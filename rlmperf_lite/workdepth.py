@@ -2,17 +2,19 @@
 
 The work-depth model (Blelloch 1996, "Programming parallel algorithms", CACM 39(3)): a
 computation is a DAG of unit operations; its **work** W is the number of operations and its
-**depth** D the length of the longest dependent chain. With p processors each doing one
-operation per round, a greedy schedule finishes in T_p rounds with (Brent 1974)
+**depth** (written 𝒟 in the book, ``depth_rounds`` here, not the width D) the length of the
+longest dependent chain. With p processors each doing one operation per round, a greedy schedule
+finishes in t_p rounds with (Brent 1974)
 
-    max(W / p, D) <= T_p <= W / p + D.
+    max(W / p, depth) <= t_p <= W / p + depth.
 
 Here W counts FLOPs of matrix products (2 per multiply-add, Kaplan et al. 2020 — the count the
 toy model's :data:`rlmperf_lite.nn.COUNTER` measures, so the lab puts the two side by side);
-reward and advantage phases count their arithmetic operations. D counts rounds on a PRAM with
+reward and advantage phases count their arithmetic operations. Depth counts rounds on a PRAM with
 binary-tree reductions: a dot product of length k takes 1 + ceil(log2 k) rounds, a softmax over
-n keys 2 ceil(log2 n) + 3, an RMSNorm over D features ceil(log2 D) + 5, residual adds 1 (derived
-in book section 1.4). Tokens of one sequence run in parallel in prefill and training; decode runs
+n keys 2 ceil(log2 n) + 3, an RMSNorm over D features ceil(log2 D) + 5 (square, tree sum,
+mean + eps, rsqrt, scale; the gain multiply overlaps), residual adds 1 (stated in book
+section 1.4). Tokens of one sequence run in parallel in prefill and training; decode runs
 one token after another, which is why its depth grows with R while its work stays small.
 
 Shape letters: B prompts, G group size, P prompt length, R response length, T = P + R,
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 __all__ = ["PhaseCost", "WorkDepth", "grpo_step_workdepth"]
 
@@ -51,17 +55,17 @@ class PhaseCost:
 
     @property
     def parallelism(self) -> float:
-        """W / D: the most processors the phase can keep busy on average."""
+        """W / depth: the most processors the phase can keep busy on average."""
         return self.work_flops / self.depth_rounds if self.depth_rounds else math.inf
 
     @property
     def lower_rounds(self) -> float:
-        """max(W / p, D): no schedule on p processors is faster."""
+        """max(W / p, depth): no schedule on p processors is faster."""
         return max(self.work_flops / self.processors, self.depth_rounds)
 
     @property
     def brent_rounds(self) -> float:
-        """W / p + D: a greedy schedule on p processors is at least this fast (Brent's bound)."""
+        """W / p + depth: a greedy schedule on p processors is this fast or faster (Brent)."""
         return self.work_flops / self.processors + self.depth_rounds
 
     def as_dict(self) -> dict:
@@ -103,7 +107,7 @@ class WorkDepth:
 
 
 def _positive_int(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
@@ -150,7 +154,7 @@ def grpo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, vo
         raise ValueError(f"mlp must be one of {sorted(_MLP_MATS)}, got {mlp!r}")
     if attention not in ("causal", "dense"):
         raise ValueError(f"attention must be 'causal' or 'dense', got {attention!r}")
-    if not kl_coef >= 0:
+    if isinstance(kl_coef, bool) or not isinstance(kl_coef, (int, float)) or not kl_coef >= 0:
         raise ValueError(f"kl_coef must be >= 0, got {kl_coef!r}")
     L, D, H, V, B, G, P, R = (num_layers, hidden_size, num_heads, vocab_size, num_prompts,
                               group_size, prompt_len, response_len)

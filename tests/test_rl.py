@@ -94,7 +94,7 @@ def test_kl_estimators_grad_and_k3_nonnegative(kind):
 
 def test_kl_estimators_are_unbiased_for_kl_of_categoricals():
     """k1 and k3 are unbiased estimates of KL(p || q) (Schulman 2020): exact expectation."""
-    p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.5, 0.3])
+    p, q = np.array([[0.5, 0.3, 0.2]]), np.array([[0.2, 0.5, 0.3]])
     exact = float((p * np.log(p / q)).sum())
     for kind in ("k1", "k3"):
         est = float((p * kl_estimate(np.log(p), np.log(q), kind)).sum())
@@ -110,3 +110,21 @@ def test_token_mean_equals_mean_over_unmasked_tokens():
         assert aggregate_loss(loss, mask, "seq-mean-token-mean") == pytest.approx(np.mean(per_seq))
     with pytest.raises(ValueError, match="mode"):
         aggregate_weights(mask, "sum")
+
+
+@pytest.mark.parametrize("bad,name", [
+    ({"per_token_logps": np.full((2, 3), np.nan)}, "per_token_logps"),
+    ({"old_per_token_logps": np.zeros((2, 4))}, "old_per_token_logps"),
+    ({"advantages": np.zeros(3)}, "advantages"),
+    ({"advantages": np.array([np.nan, 0.0])}, "advantages"),
+    ({"completion_mask": np.ones(6)}, "completion_mask"),
+])
+def test_policy_loss_rejects_bad_inputs_naming_them(bad, name):
+    args = {"per_token_logps": np.zeros((2, 3)), "old_per_token_logps": np.zeros((2, 3)),
+            "advantages": np.zeros(2), "completion_mask": np.ones((2, 3))}
+    args.update(bad)
+    for fn in (policy_loss, policy_loss_grad):
+        with pytest.raises(ValueError, match=name):
+            fn(**args)
+    with pytest.raises(ValueError, match="ref_per_token_logps"):
+        kl_estimate(np.zeros((2, 3)), np.zeros((3, 2)))

@@ -18,7 +18,7 @@ def test_charts_carry_the_library_values():
     values = workdepth_chart({"toy": wd}).to_dict()["data"]["values"]
     shares = {(v["phase"], v["measure"]): v["share"] for v in values}
     assert shares[("decode", "work W")] == wd.phase("decode").work_flops / wd.work_flops
-    assert abs(sum(v for (_, m), v in shares.items() if m == "depth D") - 1) < 1e-12
+    assert abs(sum(v for (_, m), v in shares.items() if m == "depth 𝒟") - 1) < 1e-12
 
 
 def test_widget_shows_the_calculators_error_instead_of_a_traceback():

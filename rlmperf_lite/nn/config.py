@@ -1,7 +1,10 @@
 """Configuration of the tiny decoder-only transformer (book section 1.3)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 __all__ = ["TinyLMConfig"]
 
@@ -45,7 +48,7 @@ class TinyLMConfig:
         for name in ("vocab_size", "max_seq_len", "hidden_size", "num_layers", "num_heads",
                      "intermediate_size"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"TinyLMConfig.{name} must be a positive int, got {value!r}")
         if self.hidden_size % self.num_heads:
             raise ValueError(
@@ -54,9 +57,9 @@ class TinyLMConfig:
         if self.activation not in _ACTIVATIONS:
             raise ValueError(f"TinyLMConfig.activation must be one of {_ACTIVATIONS}, "
                              f"got {self.activation!r}")
-        if not self.norm_eps > 0:
+        if not (self.norm_eps > 0 and math.isfinite(self.norm_eps)):
             raise ValueError(f"TinyLMConfig.norm_eps must be > 0, got {self.norm_eps!r}")
-        if not self.init_std > 0:
+        if not (self.init_std > 0 and math.isfinite(self.init_std)):
             raise ValueError(f"TinyLMConfig.init_std must be > 0, got {self.init_std!r}")
 
     @property

@@ -3,7 +3,7 @@
 Each layer is a pair ``<name>_forward(...) -> (out, cache)`` and
 ``<name>_backward(dout, cache) -> grads``, in the style of llm.c's ``layernorm.py``; gradients
 are named ``d<name>``. Arrays are float32 unless the inputs are float64 (the gradient checks in
-``tests/test_nn_grad.py`` run everything in float64). Shape letters: N sequences, T positions,
+``tests/test_nn_grad.py`` run everything in float64). Shape letters: n sequences, T positions,
 D width, H heads, Dh head width, F MLP width, V vocabulary. Every matrix product goes through
 :func:`rlmperf_lite.nn.flops.mm` so that it is counted.
 """
@@ -18,20 +18,20 @@ _GELU_C = np.sqrt(2.0 / np.pi)
 
 # ---- embeddings: x = wte[tokens] + wpe[:T] ----------------------------------------------------
 def embedding_forward(wte, wpe, tokens):
-    """tokens (N, T) int -> x (N, T, D). The gather is not a matrix product: no FLOPs counted."""
+    """tokens (n, T) int -> x (n, T, D). The gather is not a matrix product: no FLOPs counted."""
     T = tokens.shape[1]
     return wte[tokens] + wpe[:T], (tokens, wte.shape[0], wpe.shape)
 
 
 def embedding_backward(dx, cache):
-    """dx (N, T, D) -> (dwte (V, D), dwpe (T_max, D)).
+    """dx (n, T, D) -> (dwte (V, D), dwpe (T_max, D)).
 
     The scatter-add ``dwte[tokens] += dx`` is done as ``onehot.T @ dx`` (one BLAS call, much
     faster in numpy than ``np.add.at``); frameworks do it as a scatter, so it is not counted.
     """
     tokens, V, wpe_shape = cache
-    N, T, D = dx.shape
-    dx2 = dx.reshape(N * T, D)
+    n, T, D = dx.shape
+    dx2 = dx.reshape(n * T, D)
     onehot = (tokens.reshape(-1, 1) == np.arange(V)).astype(dx.dtype)   # (NT, V)
     dwte = onehot.T @ dx2                                                # (V, D)
     dwpe = np.zeros(wpe_shape, dtype=dx.dtype)
@@ -89,42 +89,42 @@ def activation_backward(dy, cache, kind):
 
 # ---- multi-head causal self-attention (Vaswani et al. 2017, Eq. 1) -----------------------------
 def attention_forward(x, wqkv, wo, num_heads):
-    """x (N, T, D) -> out (N, T, D); wqkv (D, 3D), wo (D, D).
+    """x (n, T, D) -> out (n, T, D); wqkv (D, 3D), wo (D, D).
 
     Scores are computed for all T x T pairs and the upper triangle masked (dense causal attention:
     the counted FLOPs include the masked half, see Chapter 1's calculator option ``attention``).
     """
-    N, T, D = x.shape
+    n, T, D = x.shape
     H, Dh = num_heads, D // num_heads
-    qkv = mm(x.reshape(N * T, D), wqkv)                                  # (NT, 3D)
-    q, k, v = qkv.reshape(N, T, 3, H, Dh).transpose(2, 0, 3, 1, 4)      # 3 x (N, H, T, Dh)
-    s = mm(q, k.transpose(0, 1, 3, 2))                                   # (N, H, T, T)
+    qkv = mm(x.reshape(n * T, D), wqkv)                                  # (NT, 3D)
+    q, k, v = qkv.reshape(n, T, 3, H, Dh).transpose(2, 0, 3, 1, 4)      # 3 x (n, H, T, Dh)
+    s = mm(q, k.transpose(0, 1, 3, 2))                                   # (n, H, T, T)
     s *= 1.0 / np.sqrt(Dh)
     s += np.triu(np.full((T, T), -np.inf, dtype=s.dtype), k=1)
     s -= s.max(axis=-1, keepdims=True)
     p = np.exp(s)
-    p /= p.sum(axis=-1, keepdims=True)                                   # (N, H, T, T)
-    y = mm(p, v).transpose(0, 2, 1, 3).reshape(N * T, D)                 # (NT, D)
-    out = mm(y, wo).reshape(N, T, D)
+    p /= p.sum(axis=-1, keepdims=True)                                   # (n, H, T, T)
+    y = mm(p, v).transpose(0, 2, 1, 3).reshape(n * T, D)                 # (NT, D)
+    out = mm(y, wo).reshape(n, T, D)
     return out, (x, wqkv, wo, q, k, v, p, y, H)
 
 
 def attention_backward(dout, cache):
-    """dout (N, T, D) -> (dx (N, T, D), dwqkv (D, 3D), dwo (D, D))."""
+    """dout (n, T, D) -> (dx (n, T, D), dwqkv (D, 3D), dwo (D, D))."""
     x, wqkv, wo, q, k, v, p, y, H = cache
-    N, T, D = x.shape
+    n, T, D = x.shape
     Dh = D // H
-    dout2 = dout.reshape(N * T, D)
+    dout2 = dout.reshape(n * T, D)
     dwo = mm(y.T, dout2)                                                 # (D, D)
-    dy = mm(dout2, wo.T).reshape(N, T, H, Dh).transpose(0, 2, 1, 3)      # (N, H, T, Dh)
-    dp = mm(dy, v.transpose(0, 1, 3, 2))                                 # (N, H, T, T)
-    dv = mm(p.transpose(0, 1, 3, 2), dy)                                 # (N, H, T, Dh)
+    dy = mm(dout2, wo.T).reshape(n, T, H, Dh).transpose(0, 2, 1, 3)      # (n, H, T, Dh)
+    dp = mm(dy, v.transpose(0, 1, 3, 2))                                 # (n, H, T, T)
+    dv = mm(p.transpose(0, 1, 3, 2), dy)                                 # (n, H, T, Dh)
     ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))                 # softmax backward
     ds *= 1.0 / np.sqrt(Dh)
-    dq = mm(ds, k)                                                       # (N, H, T, Dh)
-    dk = mm(ds.transpose(0, 1, 3, 2), q)                                 # (N, H, T, Dh)
-    dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(N * T, 3 * D)
-    x2 = x.reshape(N * T, D)
+    dq = mm(ds, k)                                                       # (n, H, T, Dh)
+    dk = mm(ds.transpose(0, 1, 3, 2), q)                                 # (n, H, T, Dh)
+    dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(n * T, 3 * D)
+    x2 = x.reshape(n * T, D)
     dwqkv = mm(x2.T, dqkv)                                               # (D, 3D)
-    dx = mm(dqkv, wqkv.T).reshape(N, T, D)
+    dx = mm(dqkv, wqkv.T).reshape(n, T, D)
     return dx, dwqkv, dwo

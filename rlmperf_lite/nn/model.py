@@ -54,7 +54,7 @@ def init_params(cfg: TinyLMConfig, rng: np.random.Generator, dtype=np.float32) -
 
 
 def check_tokens(tokens, cfg: TinyLMConfig, name: str = "tokens") -> np.ndarray:
-    """Validate a (N, T) integer array of token ids; returns it as an ndarray.
+    """Validate a (n, T) integer array of token ids; returns it as an ndarray.
 
     Raises:
         ValueError: naming ``name`` if the array is not 2-D integer, longer than
@@ -62,7 +62,7 @@ def check_tokens(tokens, cfg: TinyLMConfig, name: str = "tokens") -> np.ndarray:
     """
     tokens = np.asarray(tokens)
     if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer):
-        raise ValueError(f"{name} must be a 2-D integer array (N, T), got shape {tokens.shape} "
+        raise ValueError(f"{name} must be a 2-D integer array (n, T), got shape {tokens.shape} "
                          f"and dtype {tokens.dtype}")
     if tokens.shape[1] > cfg.max_seq_len:
         raise ValueError(f"{name} has T={tokens.shape[1]} positions but the model's max_seq_len "
@@ -73,36 +73,36 @@ def check_tokens(tokens, cfg: TinyLMConfig, name: str = "tokens") -> np.ndarray:
 
 
 def forward(params: dict, tokens: np.ndarray, cfg: TinyLMConfig):
-    """tokens (N, T) -> final normed hidden states (N, T, D) and the cache for :func:`backward`."""
-    x, emb_cache = embedding_forward(params["wte"], params["wpe"], tokens)   # (N, T, D)
-    N, T, D = x.shape
+    """tokens (n, T) -> final normed hidden states (n, T, D) and the cache for :func:`backward`."""
+    x, emb_cache = embedding_forward(params["wte"], params["wpe"], tokens)   # (n, T, D)
+    n, T, D = x.shape
     blocks = []
     for i in range(cfg.num_layers):
-        h, c_ln1 = rmsnorm_forward(x, params[f"h{i}.ln1"], cfg.norm_eps)      # (N, T, D)
+        h, c_ln1 = rmsnorm_forward(x, params[f"h{i}.ln1"], cfg.norm_eps)      # (n, T, D)
         a, c_att = attention_forward(h, params[f"h{i}.wqkv"], params[f"h{i}.wo"], cfg.num_heads)
         x = x + a
         h, c_ln2 = rmsnorm_forward(x, params[f"h{i}.ln2"], cfg.norm_eps)
-        u, c_up = linear_forward(h.reshape(N * T, D), params[f"h{i}.w_up"])   # (NT, F)
+        u, c_up = linear_forward(h.reshape(n * T, D), params[f"h{i}.w_up"])   # (NT, F)
         z, c_act = activation_forward(u, cfg.activation)
         m, c_down = linear_forward(z, params[f"h{i}.w_down"])                  # (NT, D)
-        x = x + m.reshape(N, T, D)
+        x = x + m.reshape(n, T, D)
         blocks.append((c_ln1, c_att, c_ln2, c_up, c_act, c_down))
-    hf, c_lnf = rmsnorm_forward(x, params["ln_f"], cfg.norm_eps)               # (N, T, D)
+    hf, c_lnf = rmsnorm_forward(x, params["ln_f"], cfg.norm_eps)               # (n, T, D)
     return hf, (emb_cache, blocks, c_lnf, cfg)
 
 
 def backward(dhf: np.ndarray, cache) -> dict:
-    """dhf (N, T, D), gradient of the final normed hidden states -> grads of every parameter."""
+    """dhf (n, T, D), gradient of the final normed hidden states -> grads of every parameter."""
     emb_cache, blocks, c_lnf, cfg = cache
     grads = {}
     dx, grads["ln_f"] = rmsnorm_backward(dhf, c_lnf)
-    N, T, D = dx.shape
+    n, T, D = dx.shape
     for i in reversed(range(cfg.num_layers)):
         c_ln1, c_att, c_ln2, c_up, c_act, c_down = blocks[i]
-        dz, grads[f"h{i}.w_down"] = linear_backward(dx.reshape(N * T, D), c_down)
+        dz, grads[f"h{i}.w_down"] = linear_backward(dx.reshape(n * T, D), c_down)
         du = activation_backward(dz, c_act, cfg.activation)
         dh, grads[f"h{i}.w_up"] = linear_backward(du, c_up)
-        dh, grads[f"h{i}.ln2"] = rmsnorm_backward(dh.reshape(N, T, D), c_ln2)
+        dh, grads[f"h{i}.ln2"] = rmsnorm_backward(dh.reshape(n, T, D), c_ln2)
         dx = dx + dh
         da, grads[f"h{i}.wqkv"], grads[f"h{i}.wo"] = attention_backward(dx, c_att)
         dh, grads[f"h{i}.ln1"] = rmsnorm_backward(da, c_ln1)
@@ -124,10 +124,10 @@ def logps_forward(params: dict, tokens, cfg: TinyLMConfig, temperature: float = 
     convention of the 2N-FLOPs-per-token count; the last position's logits are unused).
 
     Args:
-        tokens: (N, T) int token ids.
+        tokens: (n, T) int token ids.
         temperature: > 0; must equal the sampling temperature for ratios to be exact.
     Returns:
-        per_token_logps (N, T - 1) and a cache for :func:`logps_backward` / :func:`token_entropy`.
+        per_token_logps (n, T - 1) and a cache for :func:`logps_backward` / :func:`token_entropy`.
     Raises:
         ValueError: bad ``tokens`` (see :func:`check_tokens`) or ``temperature <= 0``.
     """
@@ -135,42 +135,42 @@ def logps_forward(params: dict, tokens, cfg: TinyLMConfig, temperature: float = 
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0 for log-probs, got {temperature!r}")
     hf, cache = forward(params, tokens, cfg)
-    N, T, D = hf.shape
-    hf2 = hf.reshape(N * T, D)
-    logits = mm(hf2, params["lm_head"]).reshape(N, T, -1)                    # (N, T, V)
+    n, T, D = hf.shape
+    hf2 = hf.reshape(n * T, D)
+    logits = mm(hf2, params["lm_head"]).reshape(n, T, -1)                    # (n, T, V)
     if temperature != 1.0:
         logits = logits / np.asarray(temperature, dtype=logits.dtype)
-    logp_all = _log_softmax(logits[:, :-1])                                   # (N, T-1, V)
+    logp_all = _log_softmax(logits[:, :-1])                                   # (n, T-1, V)
     targets = tokens[:, 1:]
     per_token_logps = np.take_along_axis(logp_all, targets[..., None], axis=-1)[..., 0]
     return per_token_logps, (cache, hf2, logp_all, targets, temperature, params["lm_head"])
 
 
 def logps_backward(dlogps: np.ndarray, lcache) -> dict:
-    """dlogps (N, T - 1), dLoss/dper_token_logps -> grads of every parameter (dict)."""
+    """dlogps (n, T - 1), dLoss/dper_token_logps -> grads of every parameter (dict)."""
     cache, hf2, logp_all, targets, temperature, lm_head = lcache
-    N, Tm1, V = logp_all.shape
+    n, Tm1, V = logp_all.shape
     # d logp[y] / d logits = (onehot(y) - softmax) / temperature
-    dlogits = np.zeros((N, Tm1 + 1, V), dtype=logp_all.dtype)
-    g = -np.exp(logp_all) * dlogps[..., None]                                 # (N, T-1, V)
+    dlogits = np.zeros((n, Tm1 + 1, V), dtype=logp_all.dtype)
+    g = -np.exp(logp_all) * dlogps[..., None]                                 # (n, T-1, V)
     np.put_along_axis(g, targets[..., None],
                       np.take_along_axis(g, targets[..., None], axis=-1) + dlogps[..., None],
                       axis=-1)
     dlogits[:, :-1] = g / temperature if temperature != 1.0 else g
-    dlogits2 = dlogits.reshape(N * (Tm1 + 1), V)
+    dlogits2 = dlogits.reshape(n * (Tm1 + 1), V)
     dlm_head = mm(hf2.T, dlogits2)                                            # (D, V)
-    dhf = mm(dlogits2, lm_head.T).reshape(N, Tm1 + 1, -1)                     # (N, T, D)
+    dhf = mm(dlogits2, lm_head.T).reshape(n, Tm1 + 1, -1)                     # (n, T, D)
     grads = backward(dhf, cache)
     grads["lm_head"] = dlm_head
     return grads
 
 
 def token_entropy(lcache) -> np.ndarray:
-    """Entropy (nats) of the next-token distribution at each position, shape (N, T - 1)."""
+    """Entropy (nats) of the next-token distribution at each position, shape (n, T - 1)."""
     logp_all = lcache[2]
     return -(np.exp(logp_all) * logp_all).sum(axis=-1)
 
 
 def token_logps(params: dict, tokens, cfg: TinyLMConfig, temperature: float = 1.0) -> np.ndarray:
-    """Per-token log-probs (N, T - 1) only; see :func:`logps_forward`."""
+    """Per-token log-probs (n, T - 1) only; see :func:`logps_forward`."""
     return logps_forward(params, tokens, cfg, temperature)[0]

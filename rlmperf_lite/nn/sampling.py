@@ -23,14 +23,14 @@ __all__ = ["Rollout", "generate"]
 
 @dataclass
 class Rollout:
-    """Sequences sampled by :func:`generate`; N = B * group_size, R = decode width used."""
+    """Sequences sampled by :func:`generate`; n = B * group_size, R = decode width used."""
 
     tokens: np.ndarray
-    """(N, P + R) int: prompt then completion, ``pad_id`` after the end token."""
+    """(n, P + R) int: prompt then completion, ``pad_id`` after the end token."""
     completion_mask: np.ndarray
-    """(N, R) float32: 1 for generated tokens up to and including the end token."""
+    """(n, R) float32: 1 for generated tokens up to and including the end token."""
     per_token_logps: np.ndarray
-    """(N, R) float32: behaviour log-probs of the sampled tokens at sampling time (0 if masked)."""
+    """(n, R) float32: behaviour log-probs of the sampled tokens at sampling time (0 if masked)."""
     prompt_len: int
     """P."""
     num_decode_steps: int
@@ -38,38 +38,38 @@ class Rollout:
 
 
 def _decode_step(params, cfg: TinyLMConfig, tok, pos, kcache, vcache):
-    """tok (N,) at position ``pos`` -> logits (N, V); appends its keys/values to the caches."""
-    N = tok.shape[0]
+    """tok (n,) at position ``pos`` -> logits (n, V); appends its keys/values to the caches."""
+    n = tok.shape[0]
     H, Dh = cfg.num_heads, cfg.head_dim
-    x = params["wte"][tok] + params["wpe"][pos]                              # (N, D)
+    x = params["wte"][tok] + params["wpe"][pos]                              # (n, D)
     for i in range(cfg.num_layers):
         h, _ = rmsnorm_forward(x, params[f"h{i}.ln1"], cfg.norm_eps)
-        qkv = mm(h, params[f"h{i}.wqkv"]).reshape(N, 3, H, Dh)               # (N, 3, H, Dh)
+        qkv = mm(h, params[f"h{i}.wqkv"]).reshape(n, 3, H, Dh)               # (n, 3, H, Dh)
         kcache[i][:, :, pos] = qkv[:, 1]
         vcache[i][:, :, pos] = qkv[:, 2]
-        keys, values = kcache[i][:, :, :pos + 1], vcache[i][:, :, :pos + 1]  # (N, H, t, Dh)
-        s = mm(qkv[:, 0, :, None, :], keys.transpose(0, 1, 3, 2))           # (N, H, 1, t)
+        keys, values = kcache[i][:, :, :pos + 1], vcache[i][:, :, :pos + 1]  # (n, H, t, Dh)
+        s = mm(qkv[:, 0, :, None, :], keys.transpose(0, 1, 3, 2))           # (n, H, 1, t)
         s *= 1.0 / np.sqrt(Dh)
         s -= s.max(axis=-1, keepdims=True)
         p = np.exp(s)
         p /= p.sum(axis=-1, keepdims=True)
-        y = mm(p, values).reshape(N, H * Dh)                                 # (N, D)
+        y = mm(p, values).reshape(n, H * Dh)                                 # (n, D)
         x = x + mm(y, params[f"h{i}.wo"])
         h, _ = rmsnorm_forward(x, params[f"h{i}.ln2"], cfg.norm_eps)
         z, _ = activation_forward(mm(h, params[f"h{i}.w_up"]), cfg.activation)
         x = x + mm(z, params[f"h{i}.w_down"])
     hf, _ = rmsnorm_forward(x, params["ln_f"], cfg.norm_eps)
-    return mm(hf, params["lm_head"])                                         # (N, V)
+    return mm(hf, params["lm_head"])                                         # (n, V)
 
 
 def _sample(logits, temperature, rng):
-    """logits (N, V) -> (token ids (N,), their log-probs (N,)); greedy when temperature == 0."""
+    """logits (n, V) -> (token ids (n,), their log-probs (n,)); greedy when temperature == 0."""
     if temperature == 0:
         tok = logits.argmax(axis=-1)
         logp = _log_softmax(logits)
     else:
         logp = _log_softmax(logits / np.asarray(temperature, dtype=logits.dtype))
-        cdf = np.cumsum(np.exp(logp), axis=-1)                               # (N, V)
+        cdf = np.cumsum(np.exp(logp), axis=-1)                               # (n, V)
         u = rng.random((logits.shape[0], 1)) * cdf[:, -1:]
         tok = np.minimum((cdf < u).sum(axis=-1), logits.shape[1] - 1)
     return tok, np.take_along_axis(logp, tok[:, None], axis=-1)[:, 0]
@@ -88,13 +88,17 @@ def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, e
         temperature: 0 for greedy decoding, else > 0.
         rng: a ``np.random.Generator``; required unless ``temperature == 0``.
     Returns:
-        :class:`Rollout` with N = B * G rows.
+        :class:`Rollout` with n = B * G rows.
     Raises:
         ValueError: naming the bad argument.
     """
     prompts = check_tokens(prompts, cfg, "prompts")
     B, P = prompts.shape
-    if not (isinstance(max_new_tokens, (int, np.integer)) and max_new_tokens >= 1):
+    if B < 1 or P < 1:
+        raise ValueError(f"prompts must hold at least one token in at least one row, got shape "
+                         f"{prompts.shape}")
+    if isinstance(max_new_tokens, bool) or not (isinstance(max_new_tokens, (int, np.integer))
+                                                and max_new_tokens >= 1):
         raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
     if P + max_new_tokens > cfg.max_seq_len:
         raise ValueError(f"prompt length {P} + max_new_tokens {max_new_tokens} exceeds "
@@ -103,25 +107,29 @@ def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, e
         raise ValueError(f"group_size must be an int >= 1, got {group_size!r}")
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature!r}")
-    if temperature > 0 and rng is None:
-        raise ValueError("rng (a np.random.Generator) is required when temperature > 0")
-    N, G, R = B * group_size, group_size, max_new_tokens
+    if temperature > 0 and not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a np.random.Generator when temperature > 0, got {rng!r}")
+    for name, value in (("eos_id", eos_id), ("pad_id", pad_id)):
+        if not 0 <= value < cfg.vocab_size:
+            raise ValueError(f"{name}={value} is not a token id of a vocabulary of "
+                             f"{cfg.vocab_size}")
+    n, G, R = B * group_size, group_size, max_new_tokens
     H, Dh = cfg.num_heads, cfg.head_dim
     dtype = params["wte"].dtype
     with COUNTER.phase("prefill"):
         hf, cache = forward(params, prompts, cfg)                            # (B, P, D)
-        logits = np.repeat(mm(hf[:, -1], params["lm_head"]), G, axis=0)      # (N, V)
+        logits = np.repeat(mm(hf[:, -1], params["lm_head"]), G, axis=0)      # (n, V)
     kcache, vcache = [], []
     for block in cache[1]:
         k, v = block[1][4], block[1][5]                                      # (B, H, P, Dh)
         for store, src in ((kcache, k), (vcache, v)):
-            buf = np.empty((N, H, P + R, Dh), dtype=dtype)
+            buf = np.empty((n, H, P + R, Dh), dtype=dtype)
             buf[:, :, :P] = np.repeat(src, G, axis=0)
             store.append(buf)
-    out = np.full((N, R), pad_id, dtype=np.int64)
-    logps = np.zeros((N, R), dtype=dtype)
-    mask = np.zeros((N, R), dtype=np.float32)
-    finished = np.zeros(N, dtype=bool)
+    out = np.full((n, R), pad_id, dtype=np.int64)
+    logps = np.zeros((n, R), dtype=dtype)
+    mask = np.zeros((n, R), dtype=np.float32)
+    finished = np.zeros(n, dtype=bool)
     steps = 0
     with COUNTER.phase("decode"):
         for j in range(R):

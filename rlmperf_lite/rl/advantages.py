@@ -40,9 +40,9 @@ def grpo_advantages(rewards, group_size: int, *, scale: str = "group",
     Args:
         rewards: (B*G,) laid out group by group (rows b*G .. b*G+G-1 share prompt b).
         group_size: G >= 2.
-        scale: ``"group"`` divides by each group's std (GRPO), ``"batch"`` by the std of the whole
-            batch (REINFORCE++-style), ``"none"`` only subtracts the group mean (Dr. GRPO,
-            arXiv 2503.20783, Sec. 3.1).
+        scale: ``"group"`` divides by each group's std (GRPO), ``"batch"`` by the std of all the
+            batch's rewards (after group centring), ``"none"`` only subtracts the group mean
+            (Dr. GRPO, arXiv 2503.20783, Sec. 3.1).
         eps: added to the std.
     Returns:
         advantages (B*G,) float32.

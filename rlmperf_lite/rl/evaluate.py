@@ -1,6 +1,8 @@
 """Held-out evaluation: greedy accuracy of a policy on a split of the task (book section 1.2)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..nn import TinyLMConfig, generate
 from ..tasks import AdditionTask
 
@@ -13,4 +15,5 @@ def evaluate(params: dict, cfg: TinyLMConfig, task: AdditionTask, split: str = "
     pairs = task.pairs(split)
     rollout = generate(params, task.encode_prompts(pairs), cfg, max_new_tokens=max_new_tokens,
                        eos_id=task.eos_id, pad_id=task.pad_id, temperature=0.0)
-    return float(task.reward(pairs, rollout.tokens[:, rollout.prompt_len:]).mean())
+    rewards = task.reward(pairs, rollout.tokens[:, rollout.prompt_len:])
+    return float(rewards.mean(dtype=np.float64))

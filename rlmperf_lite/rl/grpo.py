@@ -9,6 +9,7 @@ Shao et al. 2024 (DeepSeekMath, arXiv 2402.03300), Eq. 3 with token-mean aggrega
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -86,9 +87,26 @@ class GRPOConfig:
         if not isinstance(self.group_size, int) or self.group_size < 2:
             raise ValueError(f"GRPOConfig.group_size must be an int >= 2 (a group of one has no "
                              f"baseline), got {self.group_size!r}")
+        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) \
+                or self.seed < 0:
+            raise ValueError(f"GRPOConfig.seed must be an int >= 0, got {self.seed!r}")
+        for name in ("lr", "temperature", "max_grad_norm", "clip_eps", "kl_coef",
+                     "warmstart_target_accuracy"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"GRPOConfig.{name} must be a finite number, got {v!r}")
         for name in ("lr", "temperature", "max_grad_norm"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"GRPOConfig.{name} must be > 0, got {getattr(self, name)!r}")
+        if not 0 < self.warmstart_target_accuracy <= 1:
+            raise ValueError(f"GRPOConfig.warmstart_target_accuracy must be in (0, 1], got "
+                             f"{self.warmstart_target_accuracy!r}")
+        if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
+            raise ValueError(f"GRPOConfig.adam_betas must be two numbers in [0, 1), got "
+                             f"{self.adam_betas!r}")
+        if self.loss_agg_mode not in ("token-mean", "seq-mean-token-mean"):
+            raise ValueError(f"GRPOConfig.loss_agg_mode must be 'token-mean' or "
+                             f"'seq-mean-token-mean', got {self.loss_agg_mode!r}")
         if not 0 < self.clip_eps < 1:
             raise ValueError(f"GRPOConfig.clip_eps must be in (0, 1), got {self.clip_eps!r}")
         if self.lr_schedule not in ("constant", "linear"):
@@ -117,7 +135,8 @@ class GRPOResult:
 
 
 def _lr_factor(step: int, c: GRPOConfig) -> float:
-    """Multiplier of ``c.lr`` at ``step``: linear warm-up, then constant or linear decay."""
+    """Multiplier of ``c.lr`` at ``step``: linear warm-up, then constant, or a linear decay
+    towards 0 (the last step uses ``1 / (steps - lr_warmup_steps)``)."""
     if step < c.lr_warmup_steps:
         return (step + 1) / (c.lr_warmup_steps + 1)
     if c.lr_schedule == "linear":
@@ -135,8 +154,12 @@ def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None =
     added to the step's metrics as ``eval_accuracy``, and training stops early once it reaches
     ``stop_at_accuracy`` (if given): the benchmark's time-to-accuracy.
     """
-    if eval_every < 0 or (stop_at_accuracy is not None and not eval_every):
-        raise ValueError("eval_every must be >= 0, and > 0 when stop_at_accuracy is given")
+    if not isinstance(eval_every, (int, np.integer)) or eval_every < 0 \
+            or (stop_at_accuracy is not None and not eval_every):
+        raise ValueError(f"eval_every must be an int >= 0, and > 0 when stop_at_accuracy is "
+                         f"given; got eval_every={eval_every!r}")
+    if stop_at_accuracy is not None and not 0 <= stop_at_accuracy <= 1:
+        raise ValueError(f"stop_at_accuracy must be in [0, 1], got {stop_at_accuracy!r}")
     if config.blas_threads is None:
         return _train(config, task or AdditionTask(), progress, on_step, eval_every,
                       stop_at_accuracy)
@@ -176,7 +199,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
         rollout = generate(params, prompts, cfg, max_new_tokens=c.max_new_tokens,
                            eos_id=task.eos_id, pad_id=task.pad_id, group_size=c.group_size,
                            temperature=c.temperature, rng=rng_sample)
-        mask, old_logps = rollout.completion_mask, rollout.per_token_logps   # (N, R)
+        mask, old_logps = rollout.completion_mask, rollout.per_token_logps   # (B*G, R)
         times["rollout_s"] = (t2 := time.perf_counter()) - t
         if c.kl_coef > 0:
             with COUNTER.phase("reference"):
@@ -185,11 +208,11 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
         times["ref_logps_s"] = (t := time.perf_counter()) - t2
         rewards = task.reward(np.repeat(pairs, c.group_size, axis=0), rollout.tokens[:, P:])
         times["reward_s"] = (t2 := time.perf_counter()) - t
-        advantages = grpo_advantages(rewards, c.group_size)                  # (N,)
+        advantages = grpo_advantages(rewards, c.group_size)                  # (B*G,)
         times["advantages_s"] = (t := time.perf_counter()) - t2
         with COUNTER.phase("train_forward"):
             logps_all, cache = logps_forward(params, rollout.tokens, cfg, c.temperature)
-        logps = logps_all[:, P - 1:]                                         # (N, R)
+        logps = logps_all[:, P - 1:]                                         # (B*G, R)
         per_token_loss, metrics = policy_loss(logps, old_logps, advantages, mask,
                                               clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps)
         dloss = policy_loss_grad(logps, old_logps, advantages, mask,

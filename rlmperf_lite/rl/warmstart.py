@@ -40,6 +40,8 @@ def warm_start(cfg: TinyLMConfig, task: AdditionTask, rng: np.random.Generator, 
     steps = max_steps
     if steps < 0:
         raise ValueError(f"warm-start max_steps must be >= 0, got {steps!r}")
+    if check_every < 1:
+        raise ValueError(f"warm-start check_every must be >= 1, got {check_every!r}")
     if batch_size < 1:
         raise ValueError(f"warm-start batch_size must be >= 1, got {batch_size!r}")
     params = init_params(cfg, rng)

@@ -3,11 +3,13 @@
 A prompt is ``ab+cd=`` with two zero-padded 2-digit numbers (0-99), P = 6 tokens. The answer is
 the sum's digits in reverse order (least-significant first: 47 + 85 = 132 is answered ``231``)
 followed by the end token, 2 to 4 tokens. Reversed digits make each digit depend only on digits
-already seen (the carry flows left to right), which a 2-layer model can learn; the usual order
-was barely learnable at that size in our feasibility study (see the Chapter 1 lab).
+already seen (the carry flows left to right), which a 2-layer model can learn.
 
 The verifier gives 1.0 for exactly the right digits followed by the end token and 0.0 otherwise:
 no partial credit, so a random model scores near zero.
+
+Reversed digits follow Lee et al. 2023 ("Teaching arithmetic to small transformers",
+arXiv 2307.03381), who found the reversed order much easier for small transformers to learn.
 
 The 10,000 ordered pairs are split once, from a fixed seed, into 1,000 held-out evaluation
 pairs and 9,000 training pairs; the supervised warm-start uses a fixed 10% subset (900) of the
@@ -45,7 +47,7 @@ class AdditionTask:
     _split: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if not 0 < self.num_eval < 10_000:
+        if not isinstance(self.num_eval, (int, np.integer)) or not 0 < self.num_eval < 10_000:
             raise ValueError(f"num_eval must be in (0, 10000), got {self.num_eval!r}")
         if not 0 < self.warmstart_fraction <= 1:
             raise ValueError(f"warmstart_fraction must be in (0, 1], got "
@@ -65,22 +67,31 @@ class AdditionTask:
 
     def encode_prompts(self, pairs) -> np.ndarray:
         """pairs (n, 2) in 0..99 -> prompt ids (n, 6): ``a1 a0 + b1 b0 =``."""
-        pairs = np.asarray(pairs)
-        if pairs.ndim != 2 or pairs.shape[1] != 2 or pairs.min() < 0 or pairs.max() > 99:
-            raise ValueError("pairs must be an (n, 2) array of integers in 0..99")
+        pairs = self._check_pairs(pairs)
         a, b = pairs[:, 0], pairs[:, 1]
         n = len(pairs)
         return np.stack([a // 10, a % 10, np.full(n, self.plus_id), b // 10, b % 10,
                          np.full(n, self.equals_id)], axis=1).astype(np.int64)
 
+    @staticmethod
+    def _check_pairs(pairs) -> np.ndarray:
+        pairs = np.asarray(pairs)
+        if pairs.ndim != 2 or pairs.shape[1] != 2 or not np.issubdtype(pairs.dtype, np.integer) \
+                or (pairs.size and (pairs.min() < 0 or pairs.max() > 99)):
+            raise ValueError(f"pairs must be an (n, 2) integer array with values in 0..99, got "
+                             f"shape {pairs.shape} and dtype {pairs.dtype}")
+        return pairs
+
     def answer_tokens(self, pairs) -> list[list[int]]:
         """Correct completions: reversed digits of a + b, then the end token."""
         return [[int(c) for c in str(int(a) + int(b))[::-1]] + [self.eos_id]
-                for a, b in np.asarray(pairs)]
+                for a, b in self._check_pairs(pairs)]
 
     def sample_prompts(self, rng: np.random.Generator, num_prompts: int,
                        split: str = "train"):
         """Draw ``num_prompts`` pairs uniformly (with replacement) -> (prompt ids, pairs)."""
+        if not isinstance(num_prompts, (int, np.integer)) or num_prompts < 1:
+            raise ValueError(f"num_prompts must be an int >= 1, got {num_prompts!r}")
         pool = self.pairs(split)
         pairs = pool[rng.integers(0, len(pool), size=num_prompts)]
         return self.encode_prompts(pairs), pairs
@@ -93,10 +104,16 @@ class AdditionTask:
             completions: (N, R) int completion ids (anything after the end token is ignored).
         Returns:
             rewards (N,) float32 in {0.0, 1.0}.
+        Raises:
+            ValueError: if ``completions`` is not 2-D or its length differs from ``pairs``'.
         """
         completions = np.asarray(completions)
+        answers = self.answer_tokens(pairs)
+        if completions.ndim != 2 or len(completions) != len(answers):
+            raise ValueError(f"completions must be 2-D with one row per pair ({len(answers)}), "
+                             f"got shape {completions.shape}")
         out = np.zeros(len(completions), dtype=np.float32)
-        for i, (ans, row) in enumerate(zip(self.answer_tokens(pairs), completions)):
+        for i, (ans, row) in enumerate(zip(answers, completions)):
             out[i] = float(len(row) >= len(ans) and list(row[:len(ans)]) == ans)
         return out
 

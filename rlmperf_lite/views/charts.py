@@ -18,7 +18,8 @@ def learning_curve_chart(history: list, *, window: int = 20, title: str = "GRPO 
     return (points + line).properties(width=520, height=240, title=title)
 
 
-def phase_time_chart(history: list, *, title: str = "Where one GRPO step's time goes (measured)"):
+def phase_time_chart(history: list, *,
+                     title: str = "Where a GRPO run's time goes (measured, summed over steps)"):
     """Total measured seconds per phase over a run, as horizontal bars."""
     rows = [{"phase": k.removesuffix("_s"), "seconds": sum(h[k] for h in history)}
             for k in PHASE_TIMES if k in history[0]]
@@ -30,13 +31,13 @@ def phase_time_chart(history: list, *, title: str = "Where one GRPO step's time 
 
 
 def workdepth_chart(results: dict, *, title: str = "Share of work and depth per phase"):
-    """``results``: {label: WorkDepth}. Bars of each phase's share of W and of D, per label."""
+    """``results``: {label: WorkDepth}. Bars of each phase's share of work W and depth 𝒟."""
     rows = []
     for label, wd in results.items():
         for p in wd.phases:
             rows.append({"model": label, "phase": p.name, "measure": "work W",
                          "share": p.work_flops / wd.work_flops})
-            rows.append({"model": label, "phase": p.name, "measure": "depth D",
+            rows.append({"model": label, "phase": p.name, "measure": "depth 𝒟",
                          "share": p.depth_rounds / wd.depth_rounds})
     order = [p.name for p in next(iter(results.values())).phases]
     return alt.Chart(alt.Data(values=rows)).mark_bar().encode(

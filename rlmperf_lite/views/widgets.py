@@ -11,14 +11,16 @@ def _table(wd) -> str:
     rows = "".join(
         f"<tr><td>{p.name}</td><td>{p.work_flops:.3g}</td><td>{p.depth_rounds:.4g}</td>"
         f"<td>{p.parallelism:.3g}</td><td>{p.brent_rounds:.3g}</td></tr>" for p in wd.phases)
-    return ("<table><tr><th>phase</th><th>work W (FLOPs)</th><th>depth D (rounds)</th>"
-            "<th>W/D</th><th>W/p + D (rounds)</th></tr>" + rows +
+    return ("<table><tr><th>phase</th><th>work W (FLOPs)</th><th>depth 𝒟 (rounds)</th>"
+            "<th>W/𝒟</th><th>W/p + 𝒟 (rounds)</th></tr>" + rows +
             f"<tr><th>step</th><th>{wd.work_flops:.3g}</th><th>{wd.depth_rounds:.4g}</th><th></th>"
             f"<th>{wd.brent_rounds:.3g}</th></tr></table>")
 
 
 def workdepth_widget(**model):
     """Sliders for B, G, P, R and log10 p driving the calculator for a fixed model shape.
+
+    Defaults: the DeepSeek-R1-like batch of the Chapter 1 lab (B=32, G=16, P=512, R=4096).
 
     ``model``: the shape keywords of :func:`grpo_step_workdepth` (num_layers, hidden_size, ...).
     Bad combinations show the calculator's ValueError message instead of a traceback.
@@ -28,10 +30,10 @@ def workdepth_widget(**model):
 
     sliders = {
         "num_prompts": w.IntSlider(value=32, min=1, max=512, description="B prompts"),
-        "group_size": w.IntSlider(value=8, min=1, max=64, description="G group"),
+        "group_size": w.IntSlider(value=16, min=1, max=64, description="G group"),
         "prompt_len": w.IntSlider(value=512, min=1, max=8192, description="P prompt"),
-        "response_len": w.IntSlider(value=2048, min=1, max=32768, description="R response"),
-        "log10_p": w.FloatSlider(value=5.0, min=0.0, max=9.0, step=0.5, description="log10 p"),
+        "response_len": w.IntSlider(value=4096, min=1, max=32768, description="R response"),
+        "log10_p": w.FloatSlider(value=6.0, min=0.0, max=13.0, step=0.5, description="log10 p"),
     }
     out, message = w.Output(), w.HTML()
 
