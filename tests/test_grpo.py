@@ -70,3 +70,16 @@ def test_default_cli_run_solves_the_task():
     assert summary["base_eval_accuracy"] <= 0.7, summary
     assert summary["final_reward_mean"] == lines[-2]["reward_mean"]
     assert summary["wall_s"] > 0
+
+
+def test_warm_start_stops_once_it_reaches_its_target():
+    """The base model is 'right on a fraction' of its pairs: training stops at the first check
+    where greedy accuracy on the warm-start split reaches the target (book section 1.2)."""
+    from rlmperf_lite.nn import TinyLMConfig
+    from rlmperf_lite.rl import evaluate, warm_start
+    from rlmperf_lite.tasks import AdditionTask
+    cfg, task = TinyLMConfig(), AdditionTask()
+    params, losses = warm_start(cfg, task, np.random.default_rng(0), target_accuracy=0.3)
+    assert len(losses) < 400 and len(losses) % 10 == 0
+    assert evaluate(params, cfg, task, "warmstart") >= 0.3
+    assert losses[-1] < losses[0]
