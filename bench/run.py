@@ -130,8 +130,7 @@ def matmul_share() -> dict:
         for mod in (layers, model, sampling):
             mod.mm = raw
     steps = res.history[1:]         # from the end of step 0: the warm-start is not a GRPO step
-    total = sum(h["rollout_s"] + h["ref_logps_s"] + h["reward_s"] + h["advantages_s"]
-                + h["update_s"] for h in steps)
+    total = sum(h["step_s"] for h in steps)
     matmul = marks[-1] - marks[0]
     return {"steps": len(steps), "steps_s": total, "matmul_s": matmul,
             "matmul_share": matmul / total}

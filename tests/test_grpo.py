@@ -28,10 +28,12 @@ def test_metrics_the_field_logs_are_present_and_finite():
     row = train_grpo(GRPOConfig(**SHORT)).history[-1]
     for key in ("reward_mean", "reward_std", "response_length", "approx_kl", "clipfrac",
                 "entropy", "grad_norm", "loss", "rollout_s", "ref_logps_s", "reward_s",
-                "advantages_s", "update_s", "prefill_flops", "decode_flops",
+                "advantages_s", "update_s", "step_s", "prefill_flops", "decode_flops",
                 "train_forward_flops", "train_backward_flops"):
         assert np.isfinite(row[key]), key
     assert row["train_backward_flops"] == 2 * row["train_forward_flops"]
+    phases = ("rollout_s", "ref_logps_s", "reward_s", "advantages_s", "update_s")
+    assert row["step_s"] == pytest.approx(sum(row[k] for k in phases))
 
 
 def test_one_update_per_batch_means_ratio_one():

@@ -127,8 +127,9 @@ class GRPOResult:
     params: dict
     history: list = field(default_factory=list)
     """One dict per step (the CLI prints each as a JSON line): the metrics, the wall time of
-    each phase (``*_s``), the decode width R used (``response_width``) and the matrix-product
-    FLOPs the model counted per phase (``prefill_flops``, ``decode_flops``, ...)."""
+    each phase (``rollout_s``, ``ref_logps_s``, ``reward_s``, ``advantages_s``, ``update_s``)
+    and of the whole step (``step_s``), the decode width R used (``response_width``) and the
+    matrix-product FLOPs the model counted per phase (``prefill_flops``, ``decode_flops``, ...)."""
     base_params: dict = field(default_factory=dict)
     """The warm-start model (reference policy)."""
     warmstart_s: float = 0.0
@@ -237,7 +238,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
                "response_length": float(mask.sum(axis=1).mean()),
                "loss": float((weights * per_token_loss).sum()),
                "entropy": float((entropy * mask).sum() / mask.sum()),
-               "grad_norm": grad_norm, **metrics, **times,
+               "grad_norm": grad_norm, **metrics, **times, "step_s": sum(times.values()),
                "response_width": int(mask.shape[1]),
                **{f"{k}_flops": v - flops_before.get(k, 0.0) for k, v in COUNTER.counts.items()
                   if v != flops_before.get(k, 0.0)}}
