@@ -2,8 +2,9 @@
 
 1. Time to accuracy: wall time from a fresh process (`python -m rlmperf_lite train`) to held-out
    greedy accuracy >= 0.9, warm-start included, for seeds 0, 1, 2 (goal: <= 20 s each).
-2. Train-step time, numpy vs PyTorch eager on the same architecture and batch
-   (goal: numpy no slower). Needs `pip install -r bench/requirements.txt`.
+2. Train-step time, numpy vs PyTorch eager on the same architecture and batch, each in its own
+   process, 5 times each, interleaved (goal: numpy no slower). Needs
+   `pip install -r bench/requirements.txt`.
 3. Share of a GRPO step's time spent inside matrix products (goal: at least half).
 
 Prints a table and writes bench/results.json. Timings depend on the machine: they are reported
@@ -19,8 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
 import numpy as np
+from threadpoolctl import threadpool_limits
+
+# One thread everywhere, set the way the library sets it while training (threadpoolctl at run
+# time; GRPOConfig.blas_threads = 1). Measured here: setting OPENBLAS_NUM_THREADS=1 before numpy
+# loads instead made the same numpy step about 1.3-1.6x slower on this machine.
+threadpool_limits(limits=1)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -84,27 +90,33 @@ def median_s(fn, repeats=60, warmup=5):
     return statistics.median(times)
 
 
-def step_time_vs_torch() -> dict:
+def step_time(impl: str) -> dict:
+    """Median time of one update step (forward, backward, clip, AdamW) of ``impl``:
+    "numpy" (rlmperf_lite) or "torch" (bench/torch_ref.py), on the same batch."""
     from rlmperf_lite.nn import AdamW
-    cfg, task, params, r, adv = _batch()
-    opt = AdamW(params, lr=1e-3)
-    np_s = median_s(lambda: numpy_update_step(cfg, params, r, adv, opt))
-    result = {"tokens_shape": list(r.tokens.shape), "numpy_update_s": np_s}
-    try:
-        import torch
-    except ImportError:
-        result["torch_update_s"] = None
-        return result
+    cfg, _, params, r, adv = _batch()
+    if impl == "numpy":
+        opt = AdamW(params, lr=1e-3)
+        return {"update_s": median_s(lambda: numpy_update_step(cfg, params, r, adv, opt)),
+                "tokens_shape": list(r.tokens.shape), "blas": _blas()}
+    import torch
     torch.set_num_threads(1)
     torch.manual_seed(0)
     from torch_ref import make_update
     _, step = make_update(cfg)
     t = (torch.as_tensor(r.tokens), torch.as_tensor(r.per_token_logps),
          torch.as_tensor(adv), torch.as_tensor(r.completion_mask))
-    result["torch_update_s"] = median_s(lambda: step(*t, r.prompt_len))
-    result["torch_version"] = torch.__version__
-    result["numpy_over_torch"] = np_s / result["torch_update_s"]
-    return result
+    return {"update_s": median_s(lambda: step(*t, r.prompt_len)),
+            "tokens_shape": list(r.tokens.shape), "torch_version": torch.__version__}
+
+
+def _child(impl: str, drop=()) -> dict:
+    """Run :func:`step_time` in a fresh process (numpy and torch never share one: their thread
+    runtimes interact), with one thread set before any library loads."""
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    out = subprocess.run([sys.executable, __file__, "--step", impl], env=env,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def matmul_share() -> dict:
@@ -143,21 +155,26 @@ def _blas() -> list:
 
 
 def main():
-    if sys.argv[1:] == ["--step-vs-torch"]:       # child process, see below
-        print(json.dumps({"blas": _blas(), **step_time_vs_torch()}))
+    if sys.argv[1:2] == ["--step"]:               # child process, see _child
+        print(json.dumps(step_time(sys.argv[2])))
         return
     results = {"blas": _blas(), "env": {k: os.environ.get(k) for k in
                                         ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}}
+    # Some machines force an older OpenBLAS kernel (OPENBLAS_CORETYPE) for safety; measure numpy
+    # with it and with OpenBLAS's own choice, each in a fresh process, and torch in another.
+    # Process-to-process spread is large for these small matrices (memory placement, clocks):
+    # run each side in 5 fresh processes, interleaved, and keep every median.
+    runs = {"torch": [], "numpy_as_configured": [], "numpy_openblas_autodetect": []}
+    for _ in range(5):
+        runs["torch"].append(_child("torch")["update_s"])
+        runs["numpy_as_configured"].append(_child("numpy")["update_s"])
+        runs["numpy_openblas_autodetect"].append(
+            _child("numpy", ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"))["update_s"])
+    torch_med = statistics.median(runs["torch"])
+    results["step_vs_torch"] = {
+        k: {"update_s_median": statistics.median(v), "update_s_runs": v,
+            "over_torch_median": statistics.median(v) / torch_med} for k, v in runs.items()}
     results["time_to_accuracy"] = [time_to_accuracy(s) for s in (0, 1, 2)]
-    # Some machines force an older OpenBLAS kernel (OPENBLAS_CORETYPE) for safety; measure the
-    # comparison with it and with OpenBLAS's own choice, each in a fresh process.
-    results["step_vs_torch"] = {}
-    for label, drop in (("as_configured", ()),
-                        ("openblas_autodetect", ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"))):
-        env = {k: v for k, v in os.environ.items() if k not in drop}
-        out = subprocess.run([sys.executable, __file__, "--step-vs-torch"], env=env,
-                             capture_output=True, text=True, check=True)
-        results["step_vs_torch"][label] = json.loads(out.stdout.strip().splitlines()[-1])
     results["matmul_share"] = matmul_share()
     print(json.dumps(results, indent=2))
     (ROOT / "bench" / "results.json").write_text(json.dumps(results, indent=2) + "\n")
