@@ -1,17 +1,15 @@
-"""RL algorithms on the tiny LM: advantages, losses, GRPO (book Part I)."""
-from .advantages import check_rewards, grpo_advantages
+"""RL algorithms on the tiny LM: advantages, losses, GAE, GRPO (book Part I)."""
+from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages,
+                         rloo_advantages)
 from .evaluate import evaluate
+from .gae import gae, gae_loop
 from .grpo import GRPOConfig, GRPOResult, train_grpo
-from .losses import (
-                     aggregate_loss,
-                     aggregate_weights,
-                     kl_estimate,
-                     kl_estimate_grad,
-                     policy_loss,
-                     policy_loss_grad,
-)
+from .losses import (AGG_MODES, aggregate_loss, aggregate_weights, kl_estimate, kl_estimate_grad,
+                     overlong_penalty, policy_loss, policy_loss_grad, value_loss, value_loss_grad)
 from .warmstart import warm_start
 
-__all__ = ["grpo_advantages", "check_rewards", "GRPOConfig", "GRPOResult", "evaluate",
-           "train_grpo", "policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
-           "aggregate_weights", "aggregate_loss", "warm_start"]
+__all__ = ["grpo_advantages", "rloo_advantages", "reinforce_pp_advantages", "check_rewards",
+           "gae", "gae_loop", "GRPOConfig", "GRPOResult", "evaluate", "train_grpo",
+           "policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
+           "aggregate_weights", "aggregate_loss", "AGG_MODES", "value_loss", "value_loss_grad",
+           "overlong_penalty", "warm_start"]

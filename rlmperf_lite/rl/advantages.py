@@ -70,3 +70,62 @@ def grpo_advantages(rewards, group_size: int, *, scale: str = "group",
         centered = np.divide(centered, std + eps, out=np.zeros_like(centered),
                              where=(std + eps) > 0)
     return centered.reshape(-1).astype(np.float32)
+
+
+def rloo_advantages(rewards, group_size: int) -> np.ndarray:
+    """REINFORCE leave-one-out advantages: each sample's baseline is the mean of the *other*
+    G - 1 rewards of its group (Kool et al. 2019; Ahmadian et al. 2024, arXiv 2402.14740, Eq. 6):
+    ``A_i = r_i - mean_{j != i} r_j = G / (G - 1) * (r_i - mean(r))``.
+
+    Args:
+        rewards: (B*G,) laid out group by group; group_size: G >= 2.
+    Returns:
+        advantages (B*G,) float32; exactly 0 for a group whose rewards are all equal.
+    Raises:
+        ValueError: see :func:`check_rewards`.
+    """
+    r = check_rewards(rewards, group_size)                                   # (B, G)
+    loo = r - (r.sum(axis=1, keepdims=True) - r) / (group_size - 1)
+    loo[r.max(axis=1) == r.min(axis=1)] = 0.0
+    return loo.reshape(-1).astype(np.float32)
+
+
+def reinforce_pp_advantages(rewards, completion_mask, *, per_token_kl=None, kl_coef: float = 0.0,
+                            eps: float = 1e-8) -> np.ndarray:
+    """REINFORCE++ advantages (Hu 2025, arXiv 2501.03262, Sec. 2): no critic and no group
+    baseline; the outcome reward sits on the last completion token, a token-level KL penalty
+    ``-kl_coef * KL_t`` on every token, the advantage of a token is its return-to-go (gamma 1),
+    and the advantages are normalised over all tokens of the batch (mean 0, std 1).
+
+    Args:
+        rewards: (B*G,) outcome rewards; completion_mask: (B*G, R), ones then zeros per row.
+        per_token_kl: (B*G, R) per-token KL estimates (e.g. k1 = logp - ref_logp), needed
+            when ``kl_coef`` > 0.
+    Returns:
+        advantages (B*G, R) float32, 0 on masked positions.
+    Raises:
+        ValueError: naming the argument for mismatched shapes, non-finite values, an empty row,
+            or a missing ``per_token_kl`` with ``kl_coef`` > 0.
+    """
+    mask = np.asarray(completion_mask, dtype=np.float64)
+    r = np.asarray(rewards, dtype=np.float64)
+    if mask.ndim != 2 or r.shape != (mask.shape[0],):
+        raise ValueError(f"rewards must be (B*G,) and completion_mask (B*G, R) with the same "
+                         f"B*G, got {r.shape} and {mask.shape}")
+    if not np.isfinite(r).all():
+        i = int(np.flatnonzero(~np.isfinite(r))[0])
+        raise ValueError(f"reward of sample {i} is {r[i]}; every sample needs a finite reward")
+    lengths = mask.sum(axis=1).astype(int)
+    if (lengths == 0).any():
+        raise ValueError(f"completion_mask row {int(np.argmin(lengths))} is empty")
+    token_rewards = np.zeros_like(mask)
+    token_rewards[np.arange(len(r)), lengths - 1] = r
+    if kl_coef:
+        if per_token_kl is None or np.shape(per_token_kl) != mask.shape:
+            raise ValueError("per_token_kl of shape (B*G, R) is needed when kl_coef > 0")
+        token_rewards -= kl_coef * np.asarray(per_token_kl, dtype=np.float64) * mask
+    returns = np.cumsum(token_rewards[:, ::-1], axis=1)[:, ::-1] * mask     # return-to-go
+    n = mask.sum()
+    mean = returns.sum() / n
+    std = np.sqrt((((returns - mean) * mask) ** 2).sum() / n)
+    return ((returns - mean) / (std + eps) * mask).astype(np.float32)

@@ -30,7 +30,8 @@ from ..nn import (
 from ..tasks import AdditionTask
 from .advantages import grpo_advantages
 from .evaluate import evaluate
-from .losses import aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss, policy_loss_grad
+from .losses import (AGG_MODES, aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss,
+                     policy_loss_grad)
 from .warmstart import warm_start
 
 __all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "evaluate"]
@@ -104,9 +105,9 @@ class GRPOConfig:
         if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
             raise ValueError(f"GRPOConfig.adam_betas must be two numbers in [0, 1), got "
                              f"{self.adam_betas!r}")
-        if self.loss_agg_mode not in ("token-mean", "seq-mean-token-mean"):
-            raise ValueError(f"GRPOConfig.loss_agg_mode must be 'token-mean' or "
-                             f"'seq-mean-token-mean', got {self.loss_agg_mode!r}")
+        if self.loss_agg_mode not in AGG_MODES:
+            raise ValueError(f"GRPOConfig.loss_agg_mode must be one of {AGG_MODES}, got "
+                             f"{self.loss_agg_mode!r}")
         if not 0 < self.clip_eps < 1:
             raise ValueError(f"GRPOConfig.clip_eps must be in (0, 1), got {self.clip_eps!r}")
         if self.lr_schedule not in ("constant", "linear"):
@@ -223,7 +224,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
             per_token_loss = per_token_loss + c.kl_coef * kl
             dloss = dloss + c.kl_coef * kl_estimate_grad(logps, ref_logps) * mask
             metrics["kl_ref"] = float(kl.sum() / max(mask.sum(), 1.0))
-        weights = aggregate_weights(mask, c.loss_agg_mode)
+        weights = aggregate_weights(mask, c.loss_agg_mode, max_len=c.max_new_tokens)
         dlogps = np.zeros_like(logps_all)
         dlogps[:, P - 1:] = weights * dloss
         with COUNTER.phase("train_backward"):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
-           "aggregate_weights", "aggregate_loss"]
+           "aggregate_weights", "aggregate_loss", "value_loss", "value_loss_grad",
+           "overlong_penalty", "AGG_MODES"]
 
 
 def _as_2d(name, x, shape=None):
@@ -119,22 +120,113 @@ def kl_estimate_grad(per_token_logps, ref_per_token_logps, kind: str = "k3") -> 
     raise ValueError(f"kind must be 'k1', 'k2' or 'k3', got {kind!r}")
 
 
-def aggregate_weights(completion_mask, mode: str = "token-mean") -> np.ndarray:
+AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+
+
+def aggregate_weights(completion_mask, mode: str = "token-mean", *, max_len: int | None = None,
+                      num_tokens: float | None = None, num_seqs: int | None = None) -> np.ndarray:
     """Weights w (B*G, R) with ``loss = sum(w * per_token_loss)`` for an aggregation mode.
 
-    ``"token-mean"``: every unmasked token of the batch weighs 1 / (tokens in batch) (DAPO,
-    arXiv 2503.14476, Eq. 12). ``"seq-mean-token-mean"``: mean over each sequence's tokens, then
-    over sequences (the original GRPO objective, DeepSeekMath Eq. 3).
+    - ``"token-mean"``: each unmasked token weighs 1 / (tokens in the batch) (DAPO,
+      arXiv 2503.14476, Eq. 12; verl's default).
+    - ``"seq-mean-token-mean"``: mean over each sequence's tokens, then over sequences (the
+      original GRPO objective, DeepSeekMath Eq. 3): a token of a short answer weighs more.
+    - ``"seq-mean-token-sum"``: sum over each sequence's tokens, mean over sequences.
+    - ``"seq-mean-token-sum-norm"``: sum over tokens divided by the constant ``max_len`` (default
+      R), mean over sequences (Dr. GRPO, arXiv 2503.20783, Sec. 3.1): no length bias.
+
+    For micro-batches, pass the whole batch's ``num_tokens`` (token-mean) or ``num_seqs`` (the
+    seq-mean modes): summing the micro-batch losses then gives exactly the batch loss, where a
+    mean of micro-batch means would not (verl issue #5625).
+
+    Raises:
+        ValueError: a bad mask, an unknown mode, or a non-positive ``max_len``, ``num_tokens``
+            or ``num_seqs``.
     """
     mask = _as_2d("completion_mask", completion_mask).astype(np.float32)
+    if mode not in AGG_MODES:
+        raise ValueError(f"mode must be one of {AGG_MODES}, got {mode!r}")
+    for name, v in (("max_len", max_len), ("num_tokens", num_tokens), ("num_seqs", num_seqs)):
+        if v is not None and not v > 0:
+            raise ValueError(f"{name} must be > 0, got {v!r}")
     if mode == "token-mean":
-        return mask / max(float(mask.sum()), 1.0)
+        return mask / (num_tokens if num_tokens is not None else max(float(mask.sum()), 1.0))
+    n_seq = num_seqs if num_seqs is not None else mask.shape[0]
     if mode == "seq-mean-token-mean":
-        lengths = np.maximum(mask.sum(axis=1, keepdims=True), 1.0)
-        return mask / lengths / mask.shape[0]
-    raise ValueError(f"mode must be 'token-mean' or 'seq-mean-token-mean', got {mode!r}")
+        return mask / np.maximum(mask.sum(axis=1, keepdims=True), 1.0) / n_seq
+    if mode == "seq-mean-token-sum":
+        return mask / n_seq
+    return mask / (max_len if max_len is not None else mask.shape[1]) / n_seq
 
 
-def aggregate_loss(per_token_loss, completion_mask, mode: str = "token-mean") -> float:
+def aggregate_loss(per_token_loss, completion_mask, mode: str = "token-mean", *,
+                   max_len: int | None = None, num_tokens: float | None = None,
+                   num_seqs: int | None = None) -> float:
     """Scalar loss from per-token losses (B*G, R); see :func:`aggregate_weights`."""
-    return float((aggregate_weights(completion_mask, mode) * per_token_loss).sum())
+    weights = aggregate_weights(completion_mask, mode, max_len=max_len, num_tokens=num_tokens,
+                                num_seqs=num_seqs)
+    return float((weights * _as_2d("per_token_loss", per_token_loss, weights.shape)).sum())
+
+
+def value_loss(values, old_values, returns, completion_mask, *, clip_eps: float = 0.2):
+    """Clipped value loss of PPO's critic (as in OpenAI baselines / cleanrl ppo.py):
+    ``0.5 * max((V - R)^2, (clip(V, V_old - eps, V_old + eps) - R)^2)`` per token.
+
+    Args:
+        values, old_values, returns: (B*G, R) current and rollout-time values, GAE returns.
+    Returns:
+        per_token_loss (B*G, R) (0 where masked) and metrics ``vf_clipfrac`` (share of tokens where
+        the clipped term is the larger one) and ``explained_variance`` of the returns.
+    Raises:
+        ValueError: naming the argument for mismatched shapes or non-finite values.
+    """
+    v = _as_2d("values", values)
+    old = _as_2d("old_values", old_values, v.shape)
+    ret = _as_2d("returns", returns, v.shape)
+    mask = _as_2d("completion_mask", completion_mask, v.shape).astype(v.dtype)
+    clipped = old + np.clip(v - old, -clip_eps, clip_eps)
+    unclipped_sq, clipped_sq = (v - ret) ** 2, (clipped - ret) ** 2
+    per_token_loss = 0.5 * np.maximum(unclipped_sq, clipped_sq) * mask
+    n = max(float(mask.sum()), 1.0)
+    ret_var = float((((ret - (ret * mask).sum() / n) * mask) ** 2).sum() / n)
+    err_var = float(((((ret - v) - ((ret - v) * mask).sum() / n) * mask) ** 2).sum() / n)
+    return per_token_loss, {
+        "vf_clipfrac": float(((clipped_sq > unclipped_sq) * mask).sum() / n),
+        "explained_variance": 1.0 - err_var / ret_var if ret_var > 0 else float("nan"),
+    }
+
+
+def value_loss_grad(values, old_values, returns, completion_mask, *,
+                    clip_eps: float = 0.2) -> np.ndarray:
+    """d per_token_loss / d values of :func:`value_loss`, (B*G, R)."""
+    v = _as_2d("values", values)
+    old = _as_2d("old_values", old_values, v.shape)
+    ret = _as_2d("returns", returns, v.shape)
+    mask = _as_2d("completion_mask", completion_mask, v.shape).astype(v.dtype)
+    inside = np.abs(v - old) < clip_eps                      # clip passes the gradient through
+    clipped = old + np.clip(v - old, -clip_eps, clip_eps)
+    use_clipped = (clipped - ret) ** 2 > (v - ret) ** 2
+    return np.where(use_clipped, (clipped - ret) * inside, v - ret) * mask
+
+
+def overlong_penalty(lengths, max_len: int, buffer_len: int, factor: float = 1.0) -> np.ndarray:
+    """DAPO's soft overlong punishment (arXiv 2503.14476, Eq. 13), added to the reward:
+    0 up to ``max_len - buffer_len`` tokens, then falling linearly to ``-factor`` at ``max_len``,
+    and ``-factor`` beyond.
+
+    Args:
+        lengths: (B*G,) completion lengths in tokens. max_len, buffer_len: L_max > L_cache > 0.
+    Returns:
+        penalties (B*G,) float32 in [-factor, 0].
+    Raises:
+        ValueError: ``buffer_len`` not in (0, max_len), negative lengths or factor.
+    """
+    if not 0 < buffer_len < max_len:
+        raise ValueError(f"buffer_len must be in (0, max_len={max_len}), got {buffer_len!r}")
+    if not factor >= 0:
+        raise ValueError(f"factor must be >= 0, got {factor!r}")
+    n = np.asarray(lengths, dtype=np.float64)
+    if n.ndim != 1 or (n < 0).any():
+        raise ValueError(f"lengths must be a 1-D array of non-negative lengths, got {n.shape}")
+    soft = ((max_len - buffer_len) - n) / buffer_len
+    return (factor * np.clip(soft, -1.0, 0.0)).astype(np.float32)
