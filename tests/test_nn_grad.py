@@ -119,3 +119,20 @@ def test_logps_are_normalised_and_default_dtype_is_float32(rng):
     logps, cache = logps_forward(params, tokens, cfg)
     assert logps.shape == (4, 8) and logps.dtype == np.float32
     np.testing.assert_allclose(np.exp(cache[2]).sum(-1), 1.0, rtol=1e-5)
+
+
+def test_value_model_backward_matches_finite_differences(rng):
+    """The critic: trunk + scalar head, d(sum(w * values)) / d(every parameter), float64."""
+    from rlmperf_lite.nn import init_value_params, values_backward, values_forward
+    cfg = TinyLMConfig(vocab_size=7, max_seq_len=6, hidden_size=8, num_layers=1, num_heads=2,
+                       intermediate_size=12, init_std=0.3)
+    params = init_value_params(cfg, rng, dtype=np.float64)
+    params["v_head"] = rng.standard_normal((8, 1))
+    params["v_bias"] = rng.standard_normal(1)
+    tokens = rng.integers(0, 7, (3, 5))
+    w = rng.standard_normal((3, 5))
+    loss = lambda: float((values_forward(params, tokens, cfg)[0] * w).sum())
+    grads = values_backward(w, values_forward(params, tokens, cfg)[1])
+    assert set(grads) == set(params) and "lm_head" not in params
+    for name, p in params.items():
+        assert_close(grads[name], numgrad(loss, p), name)

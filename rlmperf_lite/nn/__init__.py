@@ -13,7 +13,9 @@ from .model import (
 )
 from .optim import AdamW, clip_grad_norm
 from .sampling import Rollout, generate
+from .value import init_value_params, values_backward, values_forward
 
 __all__ = ["TinyLMConfig", "COUNTER", "FlopCounter", "mm", "init_params", "forward", "backward",
            "logps_forward", "logps_backward", "token_logps", "token_entropy", "check_tokens",
-           "AdamW", "clip_grad_norm", "Rollout", "generate"]
+           "AdamW", "clip_grad_norm", "Rollout", "generate", "init_value_params",
+           "values_forward", "values_backward"]
