@@ -15,25 +15,31 @@ import sys
 import time
 
 from .nn import TinyLMConfig
-from .rl import GRPOConfig, evaluate, train_grpo
+from .rl import GRPOConfig, PPOConfig, evaluate, train_grpo, train_ppo
 from .tasks import AdditionTask
 from .workdepth import grpo_step_workdepth
 
 __all__ = ["main"]
 
+ALGOS = {"grpo": (GRPOConfig, train_grpo), "ppo": (PPOConfig, train_ppo)}
+
 
 def _train(args) -> int:
     t0 = time.perf_counter()
-    config = GRPOConfig(**{k: getattr(args, k) for k in ("seed", "steps", "lr", "num_prompts",
-                                                         "group_size", "kl_coef")})
+    config_cls, train = ALGOS[args.algo]
+    overrides = {k: getattr(args, k) for k in ("seed", "steps", "lr", "num_prompts", "group_size",
+                                               "kl_coef") if getattr(args, k) is not None}
+    if "group_size" in overrides and args.algo != "grpo":
+        raise ValueError(f"--group-size applies to --algo grpo, not {args.algo}")
+    config = config_cls(**overrides)
     task = AdditionTask()
 
     def emit(row):
         if args.json:
             print(json.dumps(row), flush=True)
 
-    result = train_grpo(config, task=task, progress=not args.json, on_step=emit,
-                        eval_every=args.eval_every, stop_at_accuracy=args.stop_at_accuracy)
+    result = train(config, task=task, progress=not args.json, on_step=emit,
+                   eval_every=args.eval_every, stop_at_accuracy=args.stop_at_accuracy)
     summary = {
         "summary": True, "algo": args.algo, "seed": config.seed, "steps": len(result.history),
         "final_reward_mean": result.history[-1]["reward_mean"] if result.history else None,
@@ -75,16 +81,21 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rlmperf", description="The command line of the book RLM Performance Foundations.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    tr = sub.add_parser("train", help="warm-start then RL-train the tiny LM on the addition task",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    tr.add_argument("--algo", choices=["grpo"], default="grpo")
-    rl = GRPOConfig()
-    tr.add_argument("--seed", type=int, default=rl.seed)
-    tr.add_argument("--steps", type=int, default=rl.steps, help="GRPO steps")
-    tr.add_argument("--lr", type=float, default=rl.lr, help="peak learning rate")
-    tr.add_argument("--num-prompts", type=int, default=rl.num_prompts, help="B")
-    tr.add_argument("--group-size", type=int, default=rl.group_size, help="G")
-    tr.add_argument("--kl-coef", type=float, default=rl.kl_coef, help="k3 KL penalty weight")
+    tr = sub.add_parser("train", help="warm-start then RL-train the tiny LM on the addition task")
+    tr.add_argument("--algo", choices=sorted(ALGOS), default="grpo")
+    g, p = GRPOConfig(), PPOConfig()
+
+    def per_algo(name, what):
+        return f"{what} (default: grpo {getattr(g, name)}, ppo {getattr(p, name)})"
+
+    tr.add_argument("--seed", type=int, default=None, help=per_algo("seed", "seed"))
+    tr.add_argument("--steps", type=int, default=None, help=per_algo("steps", "RL steps"))
+    tr.add_argument("--lr", type=float, default=None, help=per_algo("lr", "peak learning rate"))
+    tr.add_argument("--num-prompts", type=int, default=None, help=per_algo("num_prompts", "B"))
+    tr.add_argument("--group-size", type=int, default=None,
+                    help=f"G, grpo only (default: {g.group_size})")
+    tr.add_argument("--kl-coef", type=float, default=None,
+                    help=per_algo("kl_coef", "KL penalty weight"))
     tr.add_argument("--eval-every", type=int, default=0,
                     help="add held-out accuracy to every N-th step's record")
     tr.add_argument("--stop-at-accuracy", type=float, default=None,
@@ -101,11 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     wd.add_argument("--vocab-size", type=int, default=toy.vocab_size, help="V")
     wd.add_argument("--intermediate-size", type=int, default=toy.intermediate_size, help="F")
     wd.add_argument("--mlp", choices=["relu", "gelu", "swiglu"], default=toy.activation)
-    wd.add_argument("--num-prompts", type=int, default=rl.num_prompts, help="B")
-    wd.add_argument("--group-size", type=int, default=rl.group_size, help="G")
+    wd.add_argument("--num-prompts", type=int, default=g.num_prompts, help="B")
+    wd.add_argument("--group-size", type=int, default=g.group_size, help="G")
     wd.add_argument("--prompt-len", type=int, default=AdditionTask.prompt_len, help="P")
-    wd.add_argument("--response-len", type=int, default=rl.max_new_tokens, help="R")
-    wd.add_argument("--kl-coef", type=float, default=rl.kl_coef)
+    wd.add_argument("--response-len", type=int, default=g.max_new_tokens, help="R")
+    wd.add_argument("--kl-coef", type=float, default=g.kl_coef)
     wd.add_argument("--processors", type=int, default=1, help="p in Brent's bound")
     wd.add_argument("--attention", choices=["causal", "dense"], default="causal")
     wd.add_argument("--json", action="store_true")

@@ -4,6 +4,7 @@ from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages
 from .evaluate import evaluate
 from .gae import gae, gae_loop
 from .grpo import GRPOConfig, GRPOResult, train_grpo
+from .ppo import PPOConfig, train_ppo
 from .losses import (AGG_MODES, aggregate_loss, aggregate_weights, kl_estimate, kl_estimate_grad,
                      overlong_penalty, policy_loss, policy_loss_grad, value_loss, value_loss_grad)
 from .warmstart import warm_start
@@ -12,4 +13,4 @@ __all__ = ["grpo_advantages", "rloo_advantages", "reinforce_pp_advantages", "che
            "gae", "gae_loop", "GRPOConfig", "GRPOResult", "evaluate", "train_grpo",
            "policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
            "aggregate_weights", "aggregate_loss", "AGG_MODES", "value_loss", "value_loss_grad",
-           "overlong_penalty", "warm_start"]
+           "overlong_penalty", "warm_start", "PPOConfig", "train_ppo"]

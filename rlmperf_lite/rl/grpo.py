@@ -9,28 +9,19 @@ Shao et al. 2024 (DeepSeekMath, arXiv 2402.03300), Eq. 3 with token-mean aggrega
 """
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
-from ..nn import (
-    COUNTER,
-    AdamW,
-    TinyLMConfig,
-    clip_grad_norm,
-    generate,
-    logps_backward,
-    logps_forward,
-    token_entropy,
-    token_logps,
-)
+from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, logps_backward, logps_forward,
+                  token_entropy, token_logps)
 from ..tasks import AdditionTask
 from .advantages import grpo_advantages
+from .common import (RLConfig, RLResult, blas_limits, check_fits_task, check_run_args,
+                     lr_factor)
 from .evaluate import evaluate
-from .losses import (AGG_MODES, aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss,
+from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss,
                      policy_loss_grad)
 from .warmstart import warm_start
 
@@ -38,112 +29,21 @@ __all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "evaluate"]
 
 
 @dataclass(frozen=True)
-class GRPOConfig:
-    """Arguments of :func:`train_grpo` (defaults solve the addition task; see the Chapter 1 lab)."""
+class GRPOConfig(RLConfig):
+    """Arguments of :func:`train_grpo` (defaults solve the addition task; see the Chapter 1 lab).
+    The shared fields are documented on :class:`rlmperf_lite.rl.common.RLConfig`."""
 
-    seed: int = 0
-    """Seeds the init, the warm-start data, the prompts and the sampling."""
-    steps: int = 800
-    """GRPO steps (optimizer updates)."""
-    num_prompts: int = 32
-    """B, prompts per step."""
     group_size: int = 4
     """G, completions per prompt."""
-    lr: float = 1e-3
-    """AdamW learning rate of the RL phase."""
-    lr_warmup_steps: int = 20
-    """Linear learning-rate warm-up over the first steps (Adam's first updates are large)."""
-    lr_schedule: str = "linear"
-    """After warm-up: ``"constant"``, or ``"linear"`` decay to 0 at the last step."""
-    adam_betas: tuple = (0.9, 0.999)
-    """AdamW (beta1, beta2)."""
-    clip_eps: float = 0.2
-    """PPO clip range (symmetric)."""
-    kl_coef: float = 0.0
-    """Weight of the k3 KL penalty to the frozen warm-start model; 0 skips the reference pass."""
-    temperature: float = 1.0
-    """Sampling temperature (the trainer's log-probs use the same)."""
-    max_new_tokens: int = 5
-    """R_max, completion budget (the longest answer needs 4)."""
-    max_grad_norm: float = 1.0
-    """Global gradient-norm clip."""
-    loss_agg_mode: str = "token-mean"
-    """See :func:`rlmperf_lite.rl.losses.aggregate_weights`."""
-    warmstart_max_steps: int = 400
-    """Most supervised steps of the base model (see :mod:`rlmperf_lite.rl.warmstart`)."""
-    warmstart_target_accuracy: float = 0.4
-    """The warm-start stops once greedy accuracy on its own pairs reaches this."""
-    model: TinyLMConfig = field(default_factory=TinyLMConfig)
-    """Shape of the tiny LM."""
-    blas_threads: int | None = 1
-    """BLAS threads while training: 1 is fastest for these tiny matrices and makes a run's
-    numbers independent of the machine's core count; None keeps the process's setting."""
 
     def __post_init__(self):
-        for name, low in (("steps", 0), ("num_prompts", 1), ("max_new_tokens", 1),
-                          ("warmstart_max_steps", 0), ("lr_warmup_steps", 0)):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < low:
-                raise ValueError(f"GRPOConfig.{name} must be an int >= {low}, got {v!r}")
+        super().__post_init__()
         if not isinstance(self.group_size, int) or self.group_size < 2:
             raise ValueError(f"GRPOConfig.group_size must be an int >= 2 (a group of one has no "
                              f"baseline), got {self.group_size!r}")
-        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) \
-                or self.seed < 0:
-            raise ValueError(f"GRPOConfig.seed must be an int >= 0, got {self.seed!r}")
-        for name in ("lr", "temperature", "max_grad_norm", "clip_eps", "kl_coef",
-                     "warmstart_target_accuracy"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"GRPOConfig.{name} must be a finite number, got {v!r}")
-        for name in ("lr", "temperature", "max_grad_norm"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"GRPOConfig.{name} must be > 0, got {getattr(self, name)!r}")
-        if not 0 < self.warmstart_target_accuracy <= 1:
-            raise ValueError(f"GRPOConfig.warmstart_target_accuracy must be in (0, 1], got "
-                             f"{self.warmstart_target_accuracy!r}")
-        if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
-            raise ValueError(f"GRPOConfig.adam_betas must be two numbers in [0, 1), got "
-                             f"{self.adam_betas!r}")
-        if self.loss_agg_mode not in AGG_MODES:
-            raise ValueError(f"GRPOConfig.loss_agg_mode must be one of {AGG_MODES}, got "
-                             f"{self.loss_agg_mode!r}")
-        if not 0 < self.clip_eps < 1:
-            raise ValueError(f"GRPOConfig.clip_eps must be in (0, 1), got {self.clip_eps!r}")
-        if self.lr_schedule not in ("constant", "linear"):
-            raise ValueError(f"GRPOConfig.lr_schedule must be 'constant' or 'linear', got "
-                             f"{self.lr_schedule!r}")
-        if self.blas_threads is not None and (not isinstance(self.blas_threads, int)
-                                              or self.blas_threads < 1):
-            raise ValueError(f"GRPOConfig.blas_threads must be None or an int >= 1, got "
-                             f"{self.blas_threads!r}")
-        if not self.kl_coef >= 0:
-            raise ValueError(f"GRPOConfig.kl_coef must be >= 0, got {self.kl_coef!r}")
 
 
-@dataclass
-class GRPOResult:
-    """What :func:`train_grpo` returns."""
-
-    params: dict
-    history: list = field(default_factory=list)
-    """One dict per step (the CLI prints each as a JSON line): the metrics, the wall time of
-    each phase (``rollout_s``, ``ref_logps_s``, ``reward_s``, ``advantages_s``, ``update_s``)
-    and of the whole step (``step_s``), the decode width R used (``response_width``) and the
-    matrix-product FLOPs the model counted per phase (``prefill_flops``, ``decode_flops``, ...)."""
-    base_params: dict = field(default_factory=dict)
-    """The warm-start model (reference policy)."""
-    warmstart_s: float = 0.0
-
-
-def _lr_factor(step: int, c: GRPOConfig) -> float:
-    """Multiplier of ``c.lr`` at ``step``: linear warm-up, then constant, or a linear decay
-    towards 0 (the last step uses ``1 / (steps - lr_warmup_steps)``)."""
-    if step < c.lr_warmup_steps:
-        return (step + 1) / (c.lr_warmup_steps + 1)
-    if c.lr_schedule == "linear":
-        return 1.0 - (step - c.lr_warmup_steps) / max(c.steps - c.lr_warmup_steps, 1)
-    return 1.0
+GRPOResult = RLResult
 
 
 def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None = None,
@@ -156,37 +56,20 @@ def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None =
     added to the step's metrics as ``eval_accuracy``, and training stops early once it reaches
     ``stop_at_accuracy`` (if given): the benchmark's time-to-accuracy.
     """
-    if not isinstance(eval_every, (int, np.integer)) or eval_every < 0 \
-            or (stop_at_accuracy is not None and not eval_every):
-        raise ValueError(f"eval_every must be an int >= 0, and > 0 when stop_at_accuracy is "
-                         f"given; got eval_every={eval_every!r}")
-    if stop_at_accuracy is not None and not 0 <= stop_at_accuracy <= 1:
-        raise ValueError(f"stop_at_accuracy must be in [0, 1], got {stop_at_accuracy!r}")
-    if config.blas_threads is None:
-        return _train(config, task or AdditionTask(), progress, on_step, eval_every,
-                      stop_at_accuracy)
-    with threadpool_limits(limits=config.blas_threads, user_api="blas"):
+    check_run_args(eval_every, stop_at_accuracy)
+    with blas_limits(config):
         return _train(config, task or AdditionTask(), progress, on_step, eval_every,
                       stop_at_accuracy)
 
 
 def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRPOResult:
     cfg, c = config.model, config
-    if cfg.vocab_size != task.vocab_size:
-        raise ValueError(f"GRPOConfig.model.vocab_size={cfg.vocab_size} must equal the task's "
-                         f"vocab_size={task.vocab_size}")
-    if c.max_new_tokens < task.max_answer_len:
-        raise ValueError(f"GRPOConfig.max_new_tokens={c.max_new_tokens} is shorter than the "
-                         f"task's longest answer ({task.max_answer_len} tokens with the end token)")
-    if task.prompt_len + c.max_new_tokens > cfg.max_seq_len:
-        raise ValueError(f"prompt length {task.prompt_len} + GRPOConfig.max_new_tokens="
-                         f"{c.max_new_tokens} exceeds GRPOConfig.model.max_seq_len="
-                         f"{cfg.max_seq_len}")
+    check_fits_task(c, task)
     rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)
     t0 = time.perf_counter()
     params, _ = warm_start(cfg, task, rng_init, max_steps=c.warmstart_max_steps,
                            target_accuracy=c.warmstart_target_accuracy)
-    result = GRPOResult(params=params, base_params={k: v.copy() for k, v in params.items()},
+    result = RLResult(params=params, base_params={k: v.copy() for k, v in params.items()},
                         warmstart_s=time.perf_counter() - t0)
     opt = AdamW(params, lr=c.lr, betas=c.adam_betas)
     P = task.prompt_len
@@ -230,7 +113,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
         with COUNTER.phase("train_backward"):
             grads = logps_backward(dlogps, cache)
         grad_norm = clip_grad_norm(grads, c.max_grad_norm)
-        opt.lr = c.lr * _lr_factor(step, c)
+        opt.lr = c.lr * lr_factor(step, c)
         opt.step(params, grads)
         times["update_s"] = time.perf_counter() - t
         entropy = token_entropy(cache)[:, P - 1:]

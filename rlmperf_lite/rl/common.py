@@ -1,0 +1,158 @@
+"""What the RL loops of the book share: the common config, the learning-rate schedule, checks
+that a config fits its task, the result record (book Part I)."""
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from ..nn import TinyLMConfig
+from ..tasks import AdditionTask
+from .losses import AGG_MODES
+
+__all__ = ["RLConfig", "RLResult", "lr_factor", "check_fits_task", "blas_limits"]
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    """Fields every RL loop takes; :class:`GRPOConfig` and :class:`PPOConfig` add their own.
+
+    Raises:
+        ValueError: naming the field, for an impossible or non-finite value.
+    """
+
+    seed: int = 0
+    """Seeds the init, the warm-start data, the prompts and the sampling."""
+    steps: int = 800
+    """RL steps (one rollout batch each)."""
+    num_prompts: int = 32
+    """B, prompts per step."""
+    lr: float = 1e-3
+    """AdamW learning rate of the RL phase."""
+    lr_warmup_steps: int = 20
+    """Linear learning-rate warm-up over the first steps (Adam's first updates are large)."""
+    lr_schedule: str = "linear"
+    """After warm-up: ``"constant"``, or ``"linear"`` decay to 0 at the last step."""
+    adam_betas: tuple = (0.9, 0.999)
+    """AdamW (beta1, beta2)."""
+    clip_eps: float = 0.2
+    """PPO clip range (symmetric)."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL penalty to the frozen warm-start model; 0 skips the reference pass."""
+    temperature: float = 1.0
+    """Sampling temperature (the trainer's log-probs use the same)."""
+    max_new_tokens: int = 5
+    """R_max, completion budget (the longest answer needs 4)."""
+    max_grad_norm: float = 1.0
+    """Global gradient-norm clip."""
+    loss_agg_mode: str = "token-mean"
+    """See :func:`rlmperf_lite.rl.losses.aggregate_weights`."""
+    warmstart_max_steps: int = 400
+    """Most supervised steps of the base model (see :mod:`rlmperf_lite.rl.warmstart`)."""
+    warmstart_target_accuracy: float = 0.4
+    """The warm-start stops once greedy accuracy on its own pairs reaches this."""
+    model: TinyLMConfig = field(default_factory=TinyLMConfig)
+    """Shape of the tiny LM."""
+    blas_threads: int | None = 1
+    """BLAS threads while training: 1 is fastest for these tiny matrices and makes a run's
+    numbers independent of the machine's core count; None keeps the process's setting."""
+
+    def __post_init__(self):
+        cls = type(self).__name__
+        for name, low in (("steps", 0), ("num_prompts", 1), ("max_new_tokens", 1),
+                          ("warmstart_max_steps", 0), ("lr_warmup_steps", 0)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise ValueError(f"{cls}.{name} must be an int >= {low}, got {v!r}")
+        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) \
+                or self.seed < 0:
+            raise ValueError(f"{cls}.seed must be an int >= 0, got {self.seed!r}")
+        for name in ("lr", "temperature", "max_grad_norm", "clip_eps", "kl_coef",
+                     "warmstart_target_accuracy"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{cls}.{name} must be a finite number, got {v!r}")
+        for name in ("lr", "temperature", "max_grad_norm"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{cls}.{name} must be > 0, got {getattr(self, name)!r}")
+        if not 0 < self.warmstart_target_accuracy <= 1:
+            raise ValueError(f"{cls}.warmstart_target_accuracy must be in (0, 1], got "
+                             f"{self.warmstart_target_accuracy!r}")
+        if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
+            raise ValueError(f"{cls}.adam_betas must be two numbers in [0, 1), got "
+                             f"{self.adam_betas!r}")
+        if self.loss_agg_mode not in AGG_MODES:
+            raise ValueError(f"{cls}.loss_agg_mode must be one of {AGG_MODES}, got "
+                             f"{self.loss_agg_mode!r}")
+        if not 0 < self.clip_eps < 1:
+            raise ValueError(f"{cls}.clip_eps must be in (0, 1), got {self.clip_eps!r}")
+        if self.lr_schedule not in ("constant", "linear"):
+            raise ValueError(f"{cls}.lr_schedule must be 'constant' or 'linear', got "
+                             f"{self.lr_schedule!r}")
+        if self.blas_threads is not None and (not isinstance(self.blas_threads, int)
+                                              or self.blas_threads < 1):
+            raise ValueError(f"{cls}.blas_threads must be None or an int >= 1, got "
+                             f"{self.blas_threads!r}")
+        if not self.kl_coef >= 0:
+            raise ValueError(f"{cls}.kl_coef must be >= 0, got {self.kl_coef!r}")
+
+
+
+
+@dataclass
+class RLResult:
+    """What a training loop returns."""
+
+    params: dict
+    history: list = field(default_factory=list)
+    """One dict per step (the CLI prints each as a JSON line): the metrics, the wall time of
+    each phase (``*_s``) and of the whole step (``step_s``), the decode width R used
+    (``response_width``) and the matrix-product FLOPs the model counted per phase
+    (``prefill_flops``, ``decode_flops``, ...)."""
+    base_params: dict = field(default_factory=dict)
+    """The warm-start model (reference policy)."""
+    warmstart_s: float = 0.0
+
+
+def lr_factor(step: int, c: RLConfig) -> float:
+    """Multiplier of ``c.lr`` at ``step``: linear warm-up, then constant, or a linear decay
+    towards 0 (the last step uses ``1 / (steps - lr_warmup_steps)``)."""
+    if step < c.lr_warmup_steps:
+        return (step + 1) / (c.lr_warmup_steps + 1)
+    if c.lr_schedule == "linear":
+        return 1.0 - (step - c.lr_warmup_steps) / max(c.steps - c.lr_warmup_steps, 1)
+    return 1.0
+
+
+def check_fits_task(c: RLConfig, task: AdditionTask) -> None:
+    """Raise ValueError if the config cannot solve ``task`` (vocabulary, answer length, context)."""
+    name, cfg = type(c).__name__, c.model
+    if cfg.vocab_size != task.vocab_size:
+        raise ValueError(f"{name}.model.vocab_size={cfg.vocab_size} must equal the task's "
+                         f"vocab_size={task.vocab_size}")
+    if c.max_new_tokens < task.max_answer_len:
+        raise ValueError(f"{name}.max_new_tokens={c.max_new_tokens} is shorter than the "
+                         f"task's longest answer ({task.max_answer_len} tokens with the end token)")
+    if task.prompt_len + c.max_new_tokens > cfg.max_seq_len:
+        raise ValueError(f"prompt length {task.prompt_len} + {name}.max_new_tokens="
+                         f"{c.max_new_tokens} exceeds {name}.model.max_seq_len={cfg.max_seq_len}")
+
+
+def check_run_args(eval_every, stop_at_accuracy) -> None:
+    """Validate the run-control arguments of the training loops."""
+    if not isinstance(eval_every, (int, np.integer)) or eval_every < 0 \
+            or (stop_at_accuracy is not None and not eval_every):
+        raise ValueError(f"eval_every must be an int >= 0, and > 0 when stop_at_accuracy is "
+                         f"given; got eval_every={eval_every!r}")
+    if stop_at_accuracy is not None and not 0 <= stop_at_accuracy <= 1:
+        raise ValueError(f"stop_at_accuracy must be in [0, 1], got {stop_at_accuracy!r}")
+
+
+def blas_limits(c: RLConfig):
+    """Context limiting BLAS to ``c.blas_threads`` (a no-op for None)."""
+    if c.blas_threads is None:
+        return nullcontext()
+    return threadpool_limits(limits=c.blas_threads, user_api="blas")

@@ -1,0 +1,187 @@
+"""PPO with a critic on the tiny LM, one readable loop (book Part I, Chapter 2).
+
+Each step: sample one completion for each of B prompts (rollout), score them (reward: the
+outcome reward sits on the last token), run the critic over the sequences (values), compute
+GAE advantages and returns (Schulman et al. 2016), then ``ppo_epochs`` passes over the batch in
+``num_minibatches`` shuffled minibatches, each an AdamW step of the policy on the clipped
+surrogate (Schulman et al. 2017, Eq. 7) and of the critic on the clipped value loss. Unlike GRPO
+with one update per batch, later minibatch updates see a policy that has moved: the ratio leaves
+1 and clipping acts. The critic is a separate model (:mod:`rlmperf_lite.nn.value`) initialised
+from the warm-started policy's trunk, as in OpenRLHF and verl's default PPO.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, init_value_params, logps_backward,
+                  logps_forward, token_entropy, token_logps, values_backward, values_forward)
+from ..tasks import AdditionTask
+from .common import (RLConfig, RLResult, blas_limits, check_fits_task, check_run_args,
+                     lr_factor)
+from .evaluate import evaluate
+from .gae import gae
+from .losses import (aggregate_weights, kl_estimate, policy_loss, policy_loss_grad, value_loss,
+                     value_loss_grad)
+from .warmstart import warm_start
+
+__all__ = ["PPOConfig", "train_ppo"]
+
+
+@dataclass(frozen=True)
+class PPOConfig(RLConfig):
+    """Arguments of :func:`train_ppo`; shared fields on :class:`rlmperf_lite.rl.common.RLConfig`.
+    Defaults solve the addition task with the same 128 samples per step as the GRPO defaults."""
+
+    steps: int = 200
+    """PPO steps (rollout batches); each makes ppo_epochs * num_minibatches updates."""
+    num_prompts: int = 128
+    """B, prompts per step, one completion each."""
+    ppo_epochs: int = 2
+    """Passes over each rollout batch."""
+    num_minibatches: int = 2
+    """Minibatches per pass (one policy and one critic update each)."""
+    critic_lr: float = 1e-3
+    """AdamW learning rate of the critic (same schedule as the policy's)."""
+    gamma: float = 1.0
+    """Discount (1: the outcome reward counts fully for every token)."""
+    lam: float = 0.95
+    """GAE lambda."""
+    vf_clip_eps: float = 0.2
+    """Value clipping range around the rollout-time values."""
+    norm_adv: bool = True
+    """Normalise advantages over the batch's tokens (mean 0, std 1)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("ppo_epochs", "num_minibatches"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"PPOConfig.{name} must be an int >= 1, got {v!r}")
+        if self.num_minibatches > self.num_prompts:
+            raise ValueError(f"PPOConfig.num_minibatches={self.num_minibatches} exceeds "
+                             f"num_prompts={self.num_prompts}")
+        if not self.critic_lr > 0:
+            raise ValueError(f"PPOConfig.critic_lr must be > 0, got {self.critic_lr!r}")
+        for name in ("gamma", "lam"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"PPOConfig.{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if not self.vf_clip_eps > 0:
+            raise ValueError(f"PPOConfig.vf_clip_eps must be > 0, got {self.vf_clip_eps!r}")
+
+
+def _mean(values) -> float | None:
+    """Mean of the finite values; None (JSON null) when there is none, e.g. the explained
+    variance of returns that do not vary."""
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else None
+
+
+def train_ppo(config: PPOConfig = PPOConfig(), *, task: AdditionTask | None = None,
+              progress: bool = False, on_step=None, eval_every: int = 0,
+              stop_at_accuracy: float | None = None) -> RLResult:
+    """Warm-start then PPO; same arguments and result as :func:`rlmperf_lite.rl.train_grpo`.
+    History rows add ``value_loss``, ``vf_clipfrac``, ``explained_variance`` and ``values_s``."""
+    check_run_args(eval_every, stop_at_accuracy)
+    with blas_limits(config):
+        return _train(config, task or AdditionTask(), progress, on_step, eval_every,
+                      stop_at_accuracy)
+
+
+def _train(c: PPOConfig, task, progress, on_step, eval_every, stop_at_accuracy) -> RLResult:
+    cfg = c.model
+    check_fits_task(c, task)
+    rng_init, rng_data, rng_sample, rng_mb = np.random.default_rng(c.seed).spawn(4)
+    t0 = time.perf_counter()
+    params, _ = warm_start(cfg, task, rng_init, max_steps=c.warmstart_max_steps,
+                           target_accuracy=c.warmstart_target_accuracy)
+    vparams = init_value_params(cfg, rng_init, from_params=params)
+    result = RLResult(params=params, base_params={k: v.copy() for k, v in params.items()},
+                      warmstart_s=time.perf_counter() - t0)
+    opt = AdamW(params, lr=c.lr, betas=c.adam_betas)
+    vopt = AdamW(vparams, lr=c.critic_lr, betas=c.adam_betas)
+    P, n = task.prompt_len, c.num_prompts
+    steps = range(c.steps)
+    if progress:
+        from tqdm import tqdm  # a text bar: it also shows in a notebook saved to HTML
+        steps = tqdm(steps, desc="PPO", unit="step", mininterval=1.0, ascii=True)
+    for step in steps:
+        times, flops_before = {}, dict(COUNTER.counts)
+        opt.lr, vopt.lr = c.lr * lr_factor(step, c), c.critic_lr * lr_factor(step, c)
+        t = time.perf_counter()
+        prompts, pairs = task.sample_prompts(rng_data, n)
+        rollout = generate(params, prompts, cfg, max_new_tokens=c.max_new_tokens,
+                           eos_id=task.eos_id, pad_id=task.pad_id,
+                           temperature=c.temperature, rng=rng_sample)
+        tokens, mask, old_logps = rollout.tokens, rollout.completion_mask, rollout.per_token_logps
+        R = mask.shape[1]                                                    # (n, R) arrays
+        times["rollout_s"] = (t2 := time.perf_counter()) - t
+        token_rewards = np.zeros_like(mask)
+        rewards = task.reward(pairs, tokens[:, P:])
+        token_rewards[np.arange(n), mask.sum(axis=1).astype(int) - 1] = rewards
+        if c.kl_coef > 0:                                   # KL penalty in the reward (k1)
+            with COUNTER.phase("reference"):
+                ref = token_logps(result.base_params, tokens, cfg, c.temperature)[:, P - 1:]
+            token_rewards -= c.kl_coef * kl_estimate(old_logps, ref, "k1") * mask
+        times["reward_s"] = (t := time.perf_counter()) - t2
+        with COUNTER.phase("values"):
+            old_values = values_forward(vparams, tokens, cfg)[0][:, P - 1:P - 1 + R]
+        times["values_s"] = (t2 := time.perf_counter()) - t
+        advantages, returns = gae(token_rewards, old_values, mask, c.gamma, c.lam)
+        if c.norm_adv:
+            mean = (advantages * mask).sum() / mask.sum()
+            std = np.sqrt((((advantages - mean) * mask) ** 2).sum() / mask.sum())
+            advantages = (advantages - mean) / (std + 1e-8) * mask
+        times["advantages_s"] = (t := time.perf_counter()) - t2
+        logs = []
+        for _ in range(c.ppo_epochs):
+            for mb in np.array_split(rng_mb.permutation(n), c.num_minibatches):
+                weights = aggregate_weights(mask[mb], c.loss_agg_mode, max_len=c.max_new_tokens)
+                with COUNTER.phase("train_forward"):
+                    logps_all, cache = logps_forward(params, tokens[mb], cfg, c.temperature)
+                logps = logps_all[:, P - 1:]
+                _, metrics = policy_loss(logps, old_logps[mb], advantages[mb], mask[mb],
+                                         clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps)
+                dlogps = np.zeros_like(logps_all)
+                dlogps[:, P - 1:] = weights * policy_loss_grad(
+                    logps, old_logps[mb], advantages[mb], mask[mb],
+                    clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps)
+                with COUNTER.phase("train_backward"):
+                    grads = logps_backward(dlogps, cache)
+                metrics["grad_norm"] = clip_grad_norm(grads, c.max_grad_norm)
+                opt.step(params, grads)
+                with COUNTER.phase("critic_forward"):
+                    values_all, vcache = values_forward(vparams, tokens[mb], cfg)
+                values = values_all[:, P - 1:P - 1 + R]
+                vloss, vmetrics = value_loss(values, old_values[mb], returns[mb], mask[mb],
+                                             clip_eps=c.vf_clip_eps)
+                dvalues = np.zeros_like(values_all)
+                dvalues[:, P - 1:P - 1 + R] = weights * value_loss_grad(
+                    values, old_values[mb], returns[mb], mask[mb], clip_eps=c.vf_clip_eps)
+                with COUNTER.phase("critic_backward"):
+                    vgrads = values_backward(dvalues, vcache)
+                clip_grad_norm(vgrads, c.max_grad_norm)
+                vopt.step(vparams, vgrads)
+                entropy = token_entropy(cache)[:, P - 1:]
+                logs.append({**metrics, **vmetrics, "value_loss": float((weights * vloss).sum()),
+                             "entropy": float((entropy * mask[mb]).sum() / mask[mb].sum())})
+        times["update_s"] = time.perf_counter() - t
+        row = {"step": step, "reward_mean": float(rewards.mean()),
+               "reward_std": float(rewards.std()),
+               "response_length": float(mask.sum(axis=1).mean()),
+               **{k: _mean(log[k] for log in logs) for k in logs[0]},
+               **times, "step_s": sum(times.values()), "response_width": int(R),
+               **{f"{k}_flops": v - flops_before.get(k, 0.0) for k, v in COUNTER.counts.items()
+                  if v != flops_before.get(k, 0.0)}}
+        if eval_every and ((step + 1) % eval_every == 0 or step + 1 == c.steps):
+            row["eval_accuracy"] = evaluate(params, cfg, task, max_new_tokens=c.max_new_tokens)
+        result.history.append(row)
+        if progress:
+            steps.set_postfix(reward=f"{row['reward_mean']:.2f}", refresh=False)
+        if on_step is not None:
+            on_step(row)
+        if stop_at_accuracy is not None and row.get("eval_accuracy", -1.0) >= stop_at_accuracy:
+            break
+    return result
