@@ -1,6 +1,6 @@
 """The ``rlmperf`` command line (also ``python -m rlmperf_lite``), book section 1.6.
 
-    rlmperf train --algo grpo --seed 0 [--steps N] [--json]
+    rlmperf train --algo {grpo,dr_grpo,dapo,rloo,reinforce_pp,ppo} --seed 0 [--steps N] [--json]
     rlmperf workdepth [--num-layers L ...] [--json]
 
 ``train --json`` prints one JSON object per step, then a summary object on the last line with
@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 import time
+from functools import partial
 
 from .nn import TinyLMConfig
 from .rl import GRPOConfig, PPOConfig, evaluate, train_grpo, train_ppo
@@ -21,7 +22,9 @@ from .workdepth import grpo_step_workdepth
 
 __all__ = ["main"]
 
-ALGOS = {"grpo": (GRPOConfig, train_grpo), "ppo": (PPOConfig, train_ppo)}
+ALGOS = {"ppo": (PPOConfig, train_ppo),
+         **{name: (partial(GRPOConfig.variant, name), train_grpo)
+            for name in GRPOConfig.VARIANTS}}
 
 
 def _train(args) -> int:
@@ -29,8 +32,8 @@ def _train(args) -> int:
     config_cls, train = ALGOS[args.algo]
     overrides = {k: getattr(args, k) for k in ("seed", "steps", "lr", "num_prompts", "group_size",
                                                "kl_coef") if getattr(args, k) is not None}
-    if "group_size" in overrides and args.algo != "grpo":
-        raise ValueError(f"--group-size applies to --algo grpo, not {args.algo}")
+    if "group_size" in overrides and args.algo == "ppo":
+        raise ValueError("--group-size applies to the GRPO family, not --algo ppo")
     config = config_cls(**overrides)
     task = AdditionTask()
 
@@ -93,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--lr", type=float, default=None, help=per_algo("lr", "peak learning rate"))
     tr.add_argument("--num-prompts", type=int, default=None, help=per_algo("num_prompts", "B"))
     tr.add_argument("--group-size", type=int, default=None,
-                    help=f"G, grpo only (default: {g.group_size})")
+                    help=f"G, GRPO family only (default: {g.group_size})")
     tr.add_argument("--kl-coef", type=float, default=None,
                     help=per_algo("kl_coef", "KL penalty weight"))
     tr.add_argument("--eval-every", type=int, default=0,

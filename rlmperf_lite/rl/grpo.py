@@ -17,12 +17,12 @@ import numpy as np
 from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, logps_backward, logps_forward,
                   token_entropy, token_logps)
 from ..tasks import AdditionTask
-from .advantages import grpo_advantages
+from .advantages import grpo_advantages, reinforce_pp_advantages, rloo_advantages
 from .common import (RLConfig, RLResult, blas_limits, check_fits_task, check_run_args,
                      lr_factor)
 from .evaluate import evaluate
-from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss,
-                     policy_loss_grad)
+from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, overlong_penalty,
+                     policy_loss, policy_loss_grad)
 from .warmstart import warm_start
 
 __all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "evaluate"]
@@ -35,12 +35,58 @@ class GRPOConfig(RLConfig):
 
     group_size: int = 4
     """G, completions per prompt."""
+    advantage_estimator: str = "grpo"
+    """``"grpo"`` (group baseline), ``"rloo"`` (leave-one-out) or ``"reinforce_pp"``
+    (REINFORCE++: batch-normalised returns, KL in the reward)."""
+    adv_scale: str = "group"
+    """For "grpo": divide by the group's std (``"group"``), the batch's (``"batch"``) or not at
+    all (``"none"``, Dr. GRPO)."""
+    clip_eps_high: float | None = None
+    """Upper clip range; None = ``clip_eps`` (DAPO's clip-higher sets it above)."""
+    dynamic_sampling: bool = False
+    """DAPO: drop groups whose rewards are all equal and sample more prompts to refill the batch."""
+    max_resample_rounds: int = 3
+    """Most extra sampling rounds per step with ``dynamic_sampling``."""
+    overlong_buffer_len: int = 0
+    """DAPO soft overlong punishment over the last this-many tokens of the budget (0: off)."""
+
+    VARIANTS = {
+        "grpo": {},
+        "dr_grpo": {"adv_scale": "none", "loss_agg_mode": "seq-mean-token-sum-norm"},
+        "dapo": {"clip_eps_high": 0.28, "dynamic_sampling": True, "overlong_buffer_len": 1},
+        "rloo": {"advantage_estimator": "rloo"},
+        "reinforce_pp": {"advantage_estimator": "reinforce_pp", "kl_coef": 0.01},
+    }
+
+    @classmethod
+    def variant(cls, name: str, **overrides) -> GRPOConfig:
+        """The config of a named member of the GRPO family (see ``VARIANTS``), with overrides."""
+        if name not in cls.VARIANTS:
+            raise ValueError(f"variant must be one of {sorted(cls.VARIANTS)}, got {name!r}")
+        return cls(**{**cls.VARIANTS[name], **overrides})
 
     def __post_init__(self):
         super().__post_init__()
-        if not isinstance(self.group_size, int) or self.group_size < 2:
-            raise ValueError(f"GRPOConfig.group_size must be an int >= 2 (a group of one has no "
-                             f"baseline), got {self.group_size!r}")
+        low = 1 if self.advantage_estimator == "reinforce_pp" else 2
+        if not isinstance(self.group_size, int) or self.group_size < low:
+            raise ValueError(f"GRPOConfig.group_size must be an int >= {low} (a group of one has "
+                             f"no baseline), got {self.group_size!r}")
+        if self.advantage_estimator not in ("grpo", "rloo", "reinforce_pp"):
+            raise ValueError(f"GRPOConfig.advantage_estimator must be 'grpo', 'rloo' or "
+                             f"'reinforce_pp', got {self.advantage_estimator!r}")
+        if self.adv_scale not in ("group", "batch", "none"):
+            raise ValueError(f"GRPOConfig.adv_scale must be 'group', 'batch' or 'none', got "
+                             f"{self.adv_scale!r}")
+        if self.clip_eps_high is not None and not 0 < self.clip_eps_high < 10:
+            raise ValueError(f"GRPOConfig.clip_eps_high must be None or in (0, 10), got "
+                             f"{self.clip_eps_high!r}")
+        if not isinstance(self.max_resample_rounds, int) or self.max_resample_rounds < 0:
+            raise ValueError(f"GRPOConfig.max_resample_rounds must be an int >= 0, got "
+                             f"{self.max_resample_rounds!r}")
+        if not isinstance(self.overlong_buffer_len, int) or \
+                not 0 <= self.overlong_buffer_len < self.max_new_tokens:
+            raise ValueError(f"GRPOConfig.overlong_buffer_len must be an int in [0, "
+                             f"max_new_tokens), got {self.overlong_buffer_len!r}")
 
 
 GRPOResult = RLResult
@@ -70,7 +116,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
     params, _ = warm_start(cfg, task, rng_init, max_steps=c.warmstart_max_steps,
                            target_accuracy=c.warmstart_target_accuracy)
     result = RLResult(params=params, base_params={k: v.copy() for k, v in params.items()},
-                        warmstart_s=time.perf_counter() - t0)
+                      warmstart_s=time.perf_counter() - t0)
     opt = AdamW(params, lr=c.lr, betas=c.adam_betas)
     P = task.prompt_len
     steps = range(c.steps)
@@ -80,29 +126,34 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
     for step in steps:
         times, flops_before = {}, dict(COUNTER.counts)
         t = time.perf_counter()
-        prompts, pairs = task.sample_prompts(rng_data, c.num_prompts)
-        rollout = generate(params, prompts, cfg, max_new_tokens=c.max_new_tokens,
-                           eos_id=task.eos_id, pad_id=task.pad_id, group_size=c.group_size,
-                           temperature=c.temperature, rng=rng_sample)
-        mask, old_logps = rollout.completion_mask, rollout.per_token_logps   # (B*G, R)
+        tokens, mask, old_logps, rewards, rounds = _rollout(params, c, task, rng_data,
+                                                            rng_sample)     # (B*G, ...)
         times["rollout_s"] = (t2 := time.perf_counter()) - t
         if c.kl_coef > 0:
             with COUNTER.phase("reference"):
-                ref_logps = token_logps(result.base_params, rollout.tokens, cfg,
-                                        c.temperature)[:, P - 1:]
+                ref_logps = token_logps(result.base_params, tokens, cfg, c.temperature)[:, P - 1:]
         times["ref_logps_s"] = (t := time.perf_counter()) - t2
-        rewards = task.reward(np.repeat(pairs, c.group_size, axis=0), rollout.tokens[:, P:])
+        if c.overlong_buffer_len:
+            rewards = rewards + overlong_penalty(mask.sum(axis=1), c.max_new_tokens,
+                                                 c.overlong_buffer_len)
         times["reward_s"] = (t2 := time.perf_counter()) - t
-        advantages = grpo_advantages(rewards, c.group_size)                  # (B*G,)
+        kl_in_loss = c.kl_coef > 0 and c.advantage_estimator != "reinforce_pp"
+        if c.advantage_estimator == "grpo":
+            advantages = grpo_advantages(rewards, c.group_size, scale=c.adv_scale)   # (B*G,)
+        elif c.advantage_estimator == "rloo":
+            advantages = rloo_advantages(rewards, c.group_size)
+        else:                                                          # (B*G, R), KL in reward
+            advantages = reinforce_pp_advantages(
+                rewards, mask, kl_coef=c.kl_coef,
+                per_token_kl=kl_estimate(old_logps, ref_logps, "k1") if c.kl_coef else None)
         times["advantages_s"] = (t := time.perf_counter()) - t2
         with COUNTER.phase("train_forward"):
-            logps_all, cache = logps_forward(params, rollout.tokens, cfg, c.temperature)
+            logps_all, cache = logps_forward(params, tokens, cfg, c.temperature)
         logps = logps_all[:, P - 1:]                                         # (B*G, R)
-        per_token_loss, metrics = policy_loss(logps, old_logps, advantages, mask,
-                                              clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps)
-        dloss = policy_loss_grad(logps, old_logps, advantages, mask,
-                                 clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps)
-        if c.kl_coef > 0:
+        clip = {"clip_eps_low": c.clip_eps, "clip_eps_high": c.clip_eps_high or c.clip_eps}
+        per_token_loss, metrics = policy_loss(logps, old_logps, advantages, mask, **clip)
+        dloss = policy_loss_grad(logps, old_logps, advantages, mask, **clip)
+        if kl_in_loss:
             kl = kl_estimate(logps, ref_logps) * mask
             per_token_loss = per_token_loss + c.kl_coef * kl
             dloss = dloss + c.kl_coef * kl_estimate_grad(logps, ref_logps) * mask
@@ -123,7 +174,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
                "loss": float((weights * per_token_loss).sum()),
                "entropy": float((entropy * mask).sum() / mask.sum()),
                "grad_norm": grad_norm, **metrics, **times, "step_s": sum(times.values()),
-               "response_width": int(mask.shape[1]),
+               "response_width": int(mask.shape[1]), "resample_rounds": rounds,
                **{f"{k}_flops": v - flops_before.get(k, 0.0) for k, v in COUNTER.counts.items()
                   if v != flops_before.get(k, 0.0)}}
         if eval_every and ((step + 1) % eval_every == 0 or step + 1 == c.steps):
@@ -137,3 +188,39 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
             break
     return result
 
+
+def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
+    """Sample B prompts x G completions and score them; with ``dynamic_sampling`` (DAPO), keep
+    only groups whose rewards differ and sample more prompts, up to ``max_resample_rounds``
+    times, to refill the batch (if still short, the informative groups found are used).
+
+    Returns tokens (B*G, P+R), completion_mask and behaviour per_token_logps (B*G, R), rewards
+    (B*G,), and the number of extra rounds sampled.
+    """
+    G, kept, rounds = c.group_size, [], 0
+    while True:
+        prompts, pairs = task.sample_prompts(rng_data, c.num_prompts)
+        ro = generate(params, prompts, c.model, max_new_tokens=c.max_new_tokens,
+                      eos_id=task.eos_id, pad_id=task.pad_id, group_size=G,
+                      temperature=c.temperature, rng=rng_sample)
+        rewards = task.reward(np.repeat(pairs, G, axis=0), ro.tokens[:, ro.prompt_len:])
+        if not c.dynamic_sampling:
+            return ro.tokens, ro.completion_mask, ro.per_token_logps, rewards, 0
+        by_group = rewards.reshape(-1, G)
+        for b in np.flatnonzero(by_group.max(axis=1) > by_group.min(axis=1)):
+            rows = slice(b * G, (b + 1) * G)
+            kept.append((ro.tokens[rows], ro.completion_mask[rows], ro.per_token_logps[rows],
+                         rewards[rows]))
+        if len(kept) >= c.num_prompts or rounds == c.max_resample_rounds:
+            break
+        rounds += 1
+    if not kept:                       # no informative group at all: a zero-advantage batch
+        return ro.tokens, ro.completion_mask, ro.per_token_logps, rewards, rounds
+    kept = kept[:c.num_prompts]
+    width = max(k[1].shape[1] for k in kept)                     # pad to a common R
+    pad = [width - k[1].shape[1] for k in kept]
+    return (np.concatenate([np.pad(k[0], ((0, 0), (0, w)), constant_values=task.pad_id)
+                            for k, w in zip(kept, pad)]),
+            np.concatenate([np.pad(k[1], ((0, 0), (0, w))) for k, w in zip(kept, pad)]),
+            np.concatenate([np.pad(k[2], ((0, 0), (0, w))) for k, w in zip(kept, pad)]),
+            np.concatenate([k[3] for k in kept]), rounds)
