@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PhaseCost", "WorkDepth", "grpo_step_workdepth"]
+__all__ = ["PhaseCost", "WorkDepth", "grpo_step_workdepth", "ppo_step_workdepth"]
 
 _ACT_DEPTH = {"relu": 1, "gelu": 7, "swiglu": 5}     # dependent elementwise rounds
 _MLP_MATS = {"relu": 2, "gelu": 2, "swiglu": 3}      # weight matrices of D x F in the MLP
@@ -111,6 +111,84 @@ def _positive_int(name, value):
         raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
+class _Model:
+    """Matmul FLOPs and depth of forward passes of one model shape (validated)."""
+
+    def __init__(self, num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp,
+                 attention):
+        for name, v in (("num_layers", num_layers), ("hidden_size", hidden_size),
+                        ("num_heads", num_heads), ("vocab_size", vocab_size)):
+            _positive_int(name, v)
+        F = 4 * hidden_size if intermediate_size is None else intermediate_size
+        _positive_int("intermediate_size", F)
+        if hidden_size % num_heads:
+            raise ValueError(f"num_heads={num_heads} must divide hidden_size={hidden_size}")
+        if mlp not in _MLP_MATS:
+            raise ValueError(f"mlp must be one of {sorted(_MLP_MATS)}, got {mlp!r}")
+        if attention not in ("causal", "dense"):
+            raise ValueError(f"attention must be 'causal' or 'dense', got {attention!r}")
+        self.L, self.D, self.H, self.V, self.F = num_layers, hidden_size, num_heads, vocab_size, F
+        self.mlp, self.attention = mlp, attention
+        D, L = hidden_size, num_layers
+        self.dense_per_tok = L * (2 * D * 3 * D + 2 * D * D + _MLP_MATS[mlp] * 2 * D * F)
+        self.lm_head = 2 * D * vocab_size
+        self.value_head = 2 * D                        # the critic's (D, 1) head
+        self.n_params = L * (4 * D * D + _MLP_MATS[mlp] * D * F) + 2 * vocab_size * D
+        norm_d = _lg(D) + 5
+        self._norm_d = norm_d
+        self.sample_d = 2 * _lg(vocab_size) + 3      # log-softmax / pick over V
+        self.head_d = norm_d + _d_mm(D)
+
+    def pairs(self, n):                                # query-key pairs of a pass over n positions
+        return n * n if self.attention == "dense" else n * (n + 1) / 2
+
+    def seq_flops(self, n, head_positions, head=None):
+        """Forward of one sequence of n positions, the head applied at ``head_positions``."""
+        head = self.lm_head if head is None else head
+        return n * self.dense_per_tok + self.L * 4 * self.D * self.pairs(n) + head_positions * head
+
+    def token_flops(self, context):                    # one decode position attending to context
+        return self.dense_per_tok + self.L * 4 * self.D * context + self.lm_head
+
+    def layer_depth(self, n):                          # one block, context n
+        D, nd = self.D, self._norm_d
+        return (nd + _d_mm(D) + _d_mm(D // self.H) + 1 + (2 * _lg(n) + 3) + _d_mm(n)  # attention
+                + _d_mm(D) + 1                                                      # proj, add
+                + nd + _d_mm(D) + _ACT_DEPTH[self.mlp] + _d_mm(self.F) + 1)         # MLP, add
+
+    def fwd_depth(self, n):
+        return self.L * self.layer_depth(n) + self.head_d
+
+    def optimizer(self, num_params):
+        n = self.n_params if num_params is None else num_params
+        _positive_int("num_params", n)
+        return float(_ADAMW_FLOPS_PER_PARAM * n), _ADAMW_DEPTH + _d_mm(n) + 3
+
+    def rollout(self, n_prompts, group_size, P, R, share_prefill):
+        """Phases prefill and decode for n_prompts x group_size sequences."""
+        n_seq = n_prompts * group_size
+        n_prefill = n_prompts if share_prefill else n_seq
+        decode_w = sum(n_seq * self.token_flops(P + j) for j in range(1, R))
+        decode_d = R * self.sample_d + sum(self.fwd_depth(P + j) for j in range(1, R))
+        return [("prefill", n_prefill * self.seq_flops(P, 1), self.fwd_depth(P)),
+                ("decode", float(decode_w), float(decode_d))]
+
+
+def _check_step(**sizes):
+    for name, v in sizes.items():
+        _positive_int(name, v)
+
+
+def _check_kl(kl_coef):
+    if isinstance(kl_coef, bool) or not isinstance(kl_coef, (int, float)) or not kl_coef >= 0:
+        raise ValueError(f"kl_coef must be >= 0, got {kl_coef!r}")
+
+
+def _result(phases, processors):
+    return WorkDepth(tuple(PhaseCost(n, float(w), float(d), processors) for n, w, d in phases),
+                     processors)
+
+
 def grpo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, vocab_size: int,
                         intermediate_size: int | None = None, mlp: str = "gelu",
                         num_prompts: int, group_size: int, prompt_len: int, response_len: int,
@@ -140,66 +218,73 @@ def grpo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, vo
         ValueError: naming a non-positive size, an unknown ``mlp`` or ``attention``, or a
             negative ``kl_coef``.
     """
-    for name, v in (("num_layers", num_layers), ("hidden_size", hidden_size),
-                    ("num_heads", num_heads),
-                    ("vocab_size", vocab_size), ("num_prompts", num_prompts),
-                    ("group_size", group_size), ("prompt_len", prompt_len),
-                    ("response_len", response_len), ("processors", processors)):
-        _positive_int(name, v)
-    F = 4 * hidden_size if intermediate_size is None else intermediate_size
-    _positive_int("intermediate_size", F)
-    if hidden_size % num_heads:
-        raise ValueError(f"num_heads={num_heads} must divide hidden_size={hidden_size}")
-    if mlp not in _MLP_MATS:
-        raise ValueError(f"mlp must be one of {sorted(_MLP_MATS)}, got {mlp!r}")
-    if attention not in ("causal", "dense"):
-        raise ValueError(f"attention must be 'causal' or 'dense', got {attention!r}")
-    if isinstance(kl_coef, bool) or not isinstance(kl_coef, (int, float)) or not kl_coef >= 0:
-        raise ValueError(f"kl_coef must be >= 0, got {kl_coef!r}")
-    L, D, H, V, B, G, P, R = (num_layers, hidden_size, num_heads, vocab_size, num_prompts,
-                              group_size, prompt_len, response_len)
-    T, N_seq = P + R, B * G
-    dense_per_tok = L * (2 * D * 3 * D + 2 * D * D + _MLP_MATS[mlp] * 2 * D * F)  # weights
-    head = 2 * D * V
-
-    def pairs(n):                   # query-key pairs of a full pass over n positions
-        return n * n if attention == "dense" else n * (n + 1) / 2
-
-    def seq_flops(n, head_positions):  # forward of one sequence of n positions
-        return n * dense_per_tok + L * 4 * D * pairs(n) + head_positions * head
-
-    norm_d = _lg(D) + 5
-    act_d = _ACT_DEPTH[mlp]
-
-    def layer_depth(n):             # one block, context n
-        return (norm_d + _d_mm(D) + _d_mm(D // H) + 1 + (2 * _lg(n) + 3) + _d_mm(n)  # attention
-                + _d_mm(D) + 1                                                      # proj, add
-                + norm_d + _d_mm(D) + act_d + _d_mm(F) + 1)                         # MLP, add
-
-    sample_d = 2 * _lg(V) + 3                       # log-softmax / pick over V
-    head_d = norm_d + _d_mm(D)
-
-    def fwd_depth(n):
-        return L * layer_depth(n) + head_d
-
-    phases = []
-    n_prefill = B if share_prefill else N_seq
-    phases.append(("prefill", n_prefill * seq_flops(P, 1), fwd_depth(P)))
-    decode_w = sum(N_seq * (dense_per_tok + L * 4 * D * (P + j) + head) for j in range(1, R))
-    decode_d = R * sample_d + sum(fwd_depth(P + j) for j in range(1, R))
-    phases.append(("decode", float(decode_w), float(decode_d)))
-    train_fwd_w = N_seq * seq_flops(T, T)
-    train_fwd_d = fwd_depth(T) + sample_d
+    m = _Model(num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp, attention)
+    _check_step(num_prompts=num_prompts, group_size=group_size, prompt_len=prompt_len,
+                response_len=response_len, processors=processors)
+    _check_kl(kl_coef)
+    B, G, P, R = num_prompts, group_size, prompt_len, response_len
+    T, n_seq = P + R, B * G
+    phases = m.rollout(B, G, P, R, share_prefill)
+    train_fwd_w = n_seq * m.seq_flops(T, T)
+    train_fwd_d = m.fwd_depth(T) + m.sample_d
     if kl_coef > 0:
         phases.append(("reference", train_fwd_w, train_fwd_d))
-    phases.append(("reward", float(N_seq * R), 1 + _lg(R)))
-    phases.append(("advantages", float(6 * N_seq), 2 * _lg(G) + 6))
+    phases.append(("reward", float(n_seq * R), 1 + _lg(R)))
+    phases.append(("advantages", float(6 * n_seq), 2 * _lg(G) + 6))
     phases.append(("train_forward", train_fwd_w, train_fwd_d))
-    phases.append(("train_backward", 2 * train_fwd_w, train_fwd_d + _d_mm(N_seq * T)))
-    n_params = (L * (4 * D * D + _MLP_MATS[mlp] * D * F) + 2 * V * D
-                if num_params is None else num_params)
-    _positive_int("num_params", n_params)
-    phases.append(("optimizer", float(_ADAMW_FLOPS_PER_PARAM * n_params),
-                   _ADAMW_DEPTH + _d_mm(n_params) + 3))
-    return WorkDepth(tuple(PhaseCost(n, float(w), float(d), processors) for n, w, d in phases),
-                     processors)
+    phases.append(("train_backward", 2 * train_fwd_w, train_fwd_d + _d_mm(n_seq * T)))
+    phases.append(("optimizer", *m.optimizer(num_params)))
+    return _result(phases, processors)
+
+
+def ppo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, vocab_size: int,
+                       intermediate_size: int | None = None, mlp: str = "gelu",
+                       num_prompts: int, prompt_len: int, response_len: int,
+                       ppo_epochs: int = 1, num_minibatches: int = 1, kl_coef: float = 0.0,
+                       processors: int = 1, attention: str = "causal",
+                       num_params: int | None = None) -> WorkDepth:
+    """Work and depth of one PPO step with a critic of the policy's shape (book Part I, Ch. 2).
+
+    Same shape arguments as :func:`grpo_step_workdepth`; one completion per prompt. What the
+    critic adds: a ``values`` pass at rollout time, and per update a critic forward, backward and
+    optimizer step. ``ppo_epochs * num_minibatches`` updates run one after another, so their
+    depths add up, while each epoch's work is one pass over the batch. GAE is costed in the
+    vectorised form the library uses (a (R, R) discount matrix: work 2 B R^2, depth
+    1 + ceil(log2 R) + 3); the reversed loop would have depth about 2 R.
+
+    Returns:
+        :class:`WorkDepth` with phases prefill, decode, [reference], reward, values, advantages,
+        train_forward, train_backward, optimizer, critic_forward, critic_backward,
+        critic_optimizer.
+    Raises:
+        ValueError: as :func:`grpo_step_workdepth`, or for ``num_minibatches > num_prompts``.
+    """
+    m = _Model(num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp, attention)
+    _check_step(num_prompts=num_prompts, prompt_len=prompt_len, response_len=response_len,
+                processors=processors, ppo_epochs=ppo_epochs, num_minibatches=num_minibatches)
+    _check_kl(kl_coef)
+    if num_minibatches > num_prompts:
+        raise ValueError(f"num_minibatches={num_minibatches} exceeds num_prompts={num_prompts}")
+    B, P, R, E, M = num_prompts, prompt_len, response_len, ppo_epochs, num_minibatches
+    T, U = P + R, ppo_epochs * num_minibatches           # U sequential updates
+    mb = math.ceil(B / M)
+    phases = m.rollout(B, 1, P, R, True)
+    policy_fwd_w, policy_fwd_d = B * m.seq_flops(T, T), m.fwd_depth(T) + m.sample_d
+    critic_fwd_w = B * m.seq_flops(T, T, head=m.value_head)
+    critic_fwd_d = m.fwd_depth(T)                       # same trunk; the (D, 1) head's depth
+    #                                                     equals the LM head's (norm + dot of D)
+    if kl_coef > 0:
+        phases.append(("reference", policy_fwd_w, policy_fwd_d))
+    phases.append(("reward", float(B * R), 1 + _lg(R)))
+    phases.append(("values", critic_fwd_w, critic_fwd_d))
+    phases.append(("advantages", float(2 * B * R * R + 4 * B * R), 1 + _lg(R) + 3))
+    n_policy = m.n_params if num_params is None else num_params
+    n_critic = n_policy - vocab_size * hidden_size + hidden_size    # value head for the LM head
+    for prefix, fwd_w, fwd_d, n_par in (("train", policy_fwd_w, policy_fwd_d, n_policy),
+                                        ("critic", critic_fwd_w, critic_fwd_d, n_critic)):
+        opt_w, opt_d = m.optimizer(n_par)
+        phases.append((f"{prefix}_forward", E * fwd_w, U * fwd_d))
+        phases.append((f"{prefix}_backward", 2 * E * fwd_w, U * (fwd_d + _d_mm(mb * T))))
+        phases.append(("optimizer" if prefix == "train" else "critic_optimizer",
+                       U * opt_w, U * opt_d))
+    return _result(phases, processors)

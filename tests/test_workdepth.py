@@ -113,3 +113,34 @@ def test_bad_inputs_raise_valueerror_naming_the_parameter(bad, name):
     kw.update(bad)
     with pytest.raises(ValueError, match=name):
         grpo_step_workdepth(**kw)
+
+
+def test_ppo_predicted_work_equals_the_toy_ppo_runs_counted_flops():
+    """Every matrix product of a PPO step (policy and critic, all epochs) is predicted exactly."""
+    from rlmperf_lite.rl import PPOConfig, train_ppo
+    from rlmperf_lite.workdepth import ppo_step_workdepth
+    c = PPOConfig(steps=2, warmstart_max_steps=30, num_prompts=16, ppo_epochs=2,
+                  num_minibatches=2)
+    row = train_ppo(c).history[-1]
+    wd = ppo_step_workdepth(**TinyLMConfig().workdepth_kwargs(), num_prompts=16, prompt_len=6,
+                            response_len=row["response_width"], ppo_epochs=2, num_minibatches=2,
+                            attention="dense")
+    for phase in ("prefill", "decode", "values", "train_forward", "train_backward",
+                  "critic_forward", "critic_backward"):
+        assert wd.phase(phase).work_flops == row[f"{phase}_flops"], phase
+
+
+def test_ppo_adds_a_critic_and_sequential_updates():
+    """What the critic costs (Ch. 2): an extra forward at rollout and a forward+backward per
+    update; four sequential updates multiply the update depth by four, not the work."""
+    from rlmperf_lite.workdepth import ppo_step_workdepth
+    kw = dict(**LLAMA2_7B, num_prompts=64, prompt_len=512, response_len=1024)
+    one = ppo_step_workdepth(**kw)
+    four = ppo_step_workdepth(**kw, ppo_epochs=2, num_minibatches=2)
+    grpo = grpo_step_workdepth(**kw, group_size=1)
+    extra = sum(one.phase(p).work_flops for p in ("values", "critic_forward", "critic_backward"))
+    assert one.work_flops - grpo.work_flops == pytest.approx(
+        extra + one.phase("critic_optimizer").work_flops
+        + one.phase("advantages").work_flops - grpo.phase("advantages").work_flops)
+    assert four.phase("train_forward").work_flops == 2 * one.phase("train_forward").work_flops
+    assert four.phase("train_forward").depth_rounds == 4 * one.phase("train_forward").depth_rounds
