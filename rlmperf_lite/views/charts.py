@@ -9,7 +9,7 @@ PHASE_TIMES = ("rollout_s", "ref_logps_s", "reward_s", "advantages_s", "update_s
 def learning_curve_chart(history: list, *, window: int = 20, title: str = "GRPO learning curve"):
     """Batch mean reward per step (points) and its ``window``-step rolling mean (line)."""
     rows = [{"step": h["step"], "reward_mean": h["reward_mean"]} for h in history]
-    base = alt.Chart(alt.Data(values=rows)).encode(x=alt.X("step:Q", title="GRPO step"))
+    base = alt.Chart(alt.Data(values=rows)).encode(x=alt.X("step:Q", title="step"))
     points = base.mark_circle(size=12, opacity=0.3).encode(
         y=alt.Y("reward_mean:Q", title="batch mean reward", scale=alt.Scale(domain=[0, 1])))
     line = base.transform_window(
@@ -49,3 +49,14 @@ def workdepth_chart(results: dict, *, title: str = "Share of work and depth per 
         column=alt.Column("model:N", title=None, sort=list(results)),
         tooltip=["model:N", "phase:N", "measure:N", alt.Tooltip("share:Q", format=".2%")],
     ).properties(width=260, height=220, title=title)
+
+
+def metrics_chart(history: list, metrics: tuple, *, title: str = "Training metrics"):
+    """One small line chart per metric (``history`` rows from a training loop), side by side."""
+    rows = [{"step": h["step"], "metric": m, "value": h[m]} for h in history for m in metrics
+            if h.get(m) is not None]
+    return alt.Chart(alt.Data(values=rows)).mark_line().encode(
+        x=alt.X("step:Q", title="step"),
+        y=alt.Y("value:Q", title=None),
+        facet=alt.Facet("metric:N", title=None, columns=len(metrics), sort=list(metrics)),
+    ).resolve_scale(y="independent").properties(width=200, height=150, title=title)
