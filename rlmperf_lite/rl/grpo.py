@@ -49,6 +49,8 @@ class GRPOConfig(RLConfig):
     """Most extra sampling rounds per step with ``dynamic_sampling``."""
     overlong_buffer_len: int = 0
     """DAPO soft overlong punishment over the last this-many tokens of the budget (0: off)."""
+    micro_batch_size: int | None = None
+    """Sequences per forward/backward (gradient accumulation); None: the whole batch at once."""
 
     VARIANTS = {
         "grpo": {},
@@ -80,6 +82,10 @@ class GRPOConfig(RLConfig):
         if self.clip_eps_high is not None and not 0 < self.clip_eps_high < 10:
             raise ValueError(f"GRPOConfig.clip_eps_high must be None or in (0, 10), got "
                              f"{self.clip_eps_high!r}")
+        if self.micro_batch_size is not None and (not isinstance(self.micro_batch_size, int)
+                                                  or self.micro_batch_size < 1):
+            raise ValueError(f"GRPOConfig.micro_batch_size must be None or an int >= 1, got "
+                             f"{self.micro_batch_size!r}")
         if not isinstance(self.max_resample_rounds, int) or self.max_resample_rounds < 0:
             raise ValueError(f"GRPOConfig.max_resample_rounds must be an int >= 0, got "
                              f"{self.max_resample_rounds!r}")
@@ -147,27 +153,38 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
                 rewards, mask, kl_coef=c.kl_coef,
                 per_token_kl=kl_estimate(old_logps, ref_logps, "k1") if c.kl_coef else None)
         times["advantages_s"] = (t := time.perf_counter()) - t2
-        with COUNTER.phase("train_forward"):
-            logps_all, cache = logps_forward(params, tokens, cfg, c.temperature)
-        logps = logps_all[:, P - 1:]                                         # (B*G, R)
         clip = {"clip_eps_low": c.clip_eps, "clip_eps_high": c.clip_eps_high or c.clip_eps}
+        # gradient accumulation: each micro-batch is weighted with the whole batch's token and
+        # sequence counts, so the summed gradient equals the full batch's (not a mean of means)
+        n = len(tokens)
+        size = c.micro_batch_size or n
+        norms = {"max_len": c.max_new_tokens, "num_tokens": float(mask.sum()), "num_seqs": n}
+        grads, parts = None, []
+        for sl in (slice(i, i + size) for i in range(0, n, size)):
+            with COUNTER.phase("train_forward"):
+                logps_all, cache = logps_forward(params, tokens[sl], cfg, c.temperature)
+            logps = logps_all[:, P - 1:]                                     # (micro, R)
+            dloss = policy_loss_grad(logps, old_logps[sl], advantages[sl], mask[sl], **clip)
+            if kl_in_loss:
+                dloss = dloss + c.kl_coef * kl_estimate_grad(logps, ref_logps[sl]) * mask[sl]
+            dlogps = np.zeros_like(logps_all)
+            dlogps[:, P - 1:] = aggregate_weights(mask[sl], c.loss_agg_mode, **norms) * dloss
+            with COUNTER.phase("train_backward"):
+                g = logps_backward(dlogps, cache)
+            grads = g if grads is None else {k: grads[k] + g[k] for k in grads}
+            parts.append((logps, token_entropy(cache)[:, P - 1:]))
+        logps = np.concatenate([p[0] for p in parts])                        # (B*G, R)
+        entropy = np.concatenate([p[1] for p in parts])
         per_token_loss, metrics = policy_loss(logps, old_logps, advantages, mask, **clip)
-        dloss = policy_loss_grad(logps, old_logps, advantages, mask, **clip)
         if kl_in_loss:
             kl = kl_estimate(logps, ref_logps) * mask
             per_token_loss = per_token_loss + c.kl_coef * kl
-            dloss = dloss + c.kl_coef * kl_estimate_grad(logps, ref_logps) * mask
             metrics["kl_ref"] = float(kl.sum() / max(mask.sum(), 1.0))
         weights = aggregate_weights(mask, c.loss_agg_mode, max_len=c.max_new_tokens)
-        dlogps = np.zeros_like(logps_all)
-        dlogps[:, P - 1:] = weights * dloss
-        with COUNTER.phase("train_backward"):
-            grads = logps_backward(dlogps, cache)
         grad_norm = clip_grad_norm(grads, c.max_grad_norm)
         opt.lr = c.lr * lr_factor(step, c)
         opt.step(params, grads)
         times["update_s"] = time.perf_counter() - t
-        entropy = token_entropy(cache)[:, P - 1:]
         row = {"step": step, "reward_mean": float(rewards.mean()),
                "reward_std": float(rewards.std()),
                "response_length": float(mask.sum(axis=1).mean()),
