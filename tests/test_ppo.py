@@ -58,3 +58,12 @@ def test_default_cli_ppo_run_solves_the_task():
     assert summary["algo"] == "ppo" and summary["steps"] == PPOConfig().steps
     assert summary["eval_accuracy"] >= 0.9, summary
     assert summary["base_eval_accuracy"] <= 0.7, summary
+
+
+@pytest.mark.parametrize("kl_in", ["reward", "loss"])
+def test_kl_control_in_reward_or_in_loss(kl_in):
+    rows = train_ppo(PPOConfig(kl_coef=0.05, kl_in=kl_in, **SHORT)).history
+    assert 0 <= rows[0]["kl_ref"] < 0.02     # starts at the reference: only in-batch drift
+    assert all(r["reference_flops"] > 0 for r in rows)
+    with pytest.raises(ValueError, match="kl_in"):
+        PPOConfig(kl_in="both")

@@ -23,8 +23,8 @@ from .common import (RLConfig, RLResult, blas_limits, check_fits_task, check_run
                      lr_factor)
 from .evaluate import evaluate
 from .gae import gae
-from .losses import (aggregate_weights, kl_estimate, policy_loss, policy_loss_grad, value_loss,
-                     value_loss_grad)
+from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss,
+                     policy_loss_grad, value_loss, value_loss_grad)
 from .warmstart import warm_start
 
 __all__ = ["PPOConfig", "train_ppo"]
@@ -53,6 +53,9 @@ class PPOConfig(RLConfig):
     """Value clipping range around the rollout-time values."""
     norm_adv: bool = True
     """Normalise advantages over the batch's tokens (mean 0, std 1)."""
+    kl_in: str = "reward"
+    """Where the KL penalty goes when kl_coef > 0: per-token k1 in the ``"reward"`` (InstructGPT,
+    OpenRLHF) or k3 in the ``"loss"`` (as GRPO does)."""
 
     def __post_init__(self):
         super().__post_init__()
@@ -68,6 +71,8 @@ class PPOConfig(RLConfig):
         for name in ("gamma", "lam"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"PPOConfig.{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if self.kl_in not in ("reward", "loss"):
+            raise ValueError(f"PPOConfig.kl_in must be 'reward' or 'loss', got {self.kl_in!r}")
         if not self.vf_clip_eps > 0:
             raise ValueError(f"PPOConfig.vf_clip_eps must be > 0, got {self.vf_clip_eps!r}")
 
@@ -121,10 +126,11 @@ def _train(c: PPOConfig, task, progress, on_step, eval_every, stop_at_accuracy) 
         token_rewards = np.zeros_like(mask)
         rewards = task.reward(pairs, tokens[:, P:])
         token_rewards[np.arange(n), mask.sum(axis=1).astype(int) - 1] = rewards
-        if c.kl_coef > 0:                                   # KL penalty in the reward (k1)
+        if c.kl_coef > 0:
             with COUNTER.phase("reference"):
                 ref = token_logps(result.base_params, tokens, cfg, c.temperature)[:, P - 1:]
-            token_rewards -= c.kl_coef * kl_estimate(old_logps, ref, "k1") * mask
+            if c.kl_in == "reward":                         # KL penalty in the reward (k1)
+                token_rewards -= c.kl_coef * kl_estimate(old_logps, ref, "k1") * mask
         times["reward_s"] = (t := time.perf_counter()) - t2
         with COUNTER.phase("values"):
             old_values = values_forward(vparams, tokens, cfg)[0][:, P - 1:P - 1 + R]
@@ -144,10 +150,15 @@ def _train(c: PPOConfig, task, progress, on_step, eval_every, stop_at_accuracy) 
                 logps = logps_all[:, P - 1:]
                 _, metrics = policy_loss(logps, old_logps[mb], advantages[mb], mask[mb],
                                          clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps)
+                dloss = policy_loss_grad(logps, old_logps[mb], advantages[mb], mask[mb],
+                                         clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps)
+                if c.kl_coef > 0:
+                    kl = kl_estimate(logps, ref[mb]) * mask[mb]            # k3, for the logs
+                    metrics["kl_ref"] = float(kl.sum() / mask[mb].sum())
+                    if c.kl_in == "loss":
+                        dloss = dloss + c.kl_coef * kl_estimate_grad(logps, ref[mb]) * mask[mb]
                 dlogps = np.zeros_like(logps_all)
-                dlogps[:, P - 1:] = weights * policy_loss_grad(
-                    logps, old_logps[mb], advantages[mb], mask[mb],
-                    clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps)
+                dlogps[:, P - 1:] = weights * dloss
                 with COUNTER.phase("train_backward"):
                     grads = logps_backward(dlogps, cache)
                 metrics["grad_norm"] = clip_grad_norm(grads, c.max_grad_norm)
