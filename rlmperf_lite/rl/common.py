@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..nn import TinyLMConfig
+from ..nn import COUNTER, TinyLMConfig
 from ..tasks import AdditionTask
+from .evaluate import evaluate
 from .losses import AGG_MODES
 
-__all__ = ["RLConfig", "RLResult", "lr_factor", "check_fits_task", "blas_limits"]
+__all__ = ["RLConfig", "RLResult", "lr_factor", "check_fits_task", "check_run_args",
+           "blas_limits", "step_range", "flops_since", "end_step"]
 
 
 @dataclass(frozen=True)
@@ -156,3 +158,32 @@ def blas_limits(c: RLConfig):
     if c.blas_threads is None:
         return nullcontext()
     return threadpool_limits(limits=c.blas_threads, user_api="blas")
+
+
+def step_range(c: RLConfig, desc: str, progress: bool):
+    """``range(c.steps)``, wrapped in a text tqdm bar when ``progress`` (a text bar, unlike the
+    notebook widget, also shows in a notebook saved to HTML)."""
+    if not progress:
+        return range(c.steps)
+    from tqdm import tqdm
+    return tqdm(range(c.steps), desc=desc, unit="step", mininterval=1.0, ascii=True)
+
+
+def flops_since(before: dict) -> dict:
+    """``{phase}_flops`` counted by ``rlmperf_lite.nn.COUNTER`` since the snapshot ``before``."""
+    return {f"{k}_flops": v - before.get(k, 0.0) for k, v in COUNTER.counts.items()
+            if v != before.get(k, 0.0)}
+
+
+def end_step(row: dict, *, step: int, c: RLConfig, params: dict, task: AdditionTask,
+             result: RLResult, steps, on_step, eval_every: int, stop_at_accuracy) -> bool:
+    """Bookkeeping shared by the loops after a step: optional held-out evaluation, history,
+    progress bar, callback. Returns True when training should stop (accuracy reached)."""
+    if eval_every and ((step + 1) % eval_every == 0 or step + 1 == c.steps):
+        row["eval_accuracy"] = evaluate(params, c.model, task, max_new_tokens=c.max_new_tokens)
+    result.history.append(row)
+    if hasattr(steps, "set_postfix"):
+        steps.set_postfix(reward=f"{row['reward_mean']:.2f}", refresh=False)
+    if on_step is not None:
+        on_step(row)
+    return stop_at_accuracy is not None and row.get("eval_accuracy", -1.0) >= stop_at_accuracy

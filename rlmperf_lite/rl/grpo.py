@@ -19,7 +19,7 @@ from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, logps_backward, logp
 from ..tasks import AdditionTask
 from .advantages import grpo_advantages, reinforce_pp_advantages, rloo_advantages
 from .common import (RLConfig, RLResult, blas_limits, check_fits_task, check_run_args,
-                     lr_factor)
+                     end_step, flops_since, lr_factor, step_range)
 from .evaluate import evaluate
 from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, overlong_penalty,
                      policy_loss, policy_loss_grad)
@@ -125,10 +125,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
                       warmstart_s=time.perf_counter() - t0)
     opt = AdamW(params, lr=c.lr, betas=c.adam_betas)
     P = task.prompt_len
-    steps = range(c.steps)
-    if progress:
-        from tqdm import tqdm  # a text bar: it also shows in a notebook saved to HTML
-        steps = tqdm(steps, desc="GRPO", unit="step", mininterval=1.0, ascii=True)
+    steps = step_range(c, "GRPO", progress)
     for step in steps:
         times, flops_before = {}, dict(COUNTER.counts)
         t = time.perf_counter()
@@ -192,16 +189,9 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
                "entropy": float((entropy * mask).sum() / mask.sum()),
                "grad_norm": grad_norm, **metrics, **times, "step_s": sum(times.values()),
                "response_width": int(mask.shape[1]), "resample_rounds": rounds,
-               **{f"{k}_flops": v - flops_before.get(k, 0.0) for k, v in COUNTER.counts.items()
-                  if v != flops_before.get(k, 0.0)}}
-        if eval_every and ((step + 1) % eval_every == 0 or step + 1 == c.steps):
-            row["eval_accuracy"] = evaluate(params, cfg, task, max_new_tokens=c.max_new_tokens)
-        result.history.append(row)
-        if progress:
-            steps.set_postfix(reward=f"{row['reward_mean']:.2f}", refresh=False)
-        if on_step is not None:
-            on_step(row)
-        if stop_at_accuracy is not None and row.get("eval_accuracy", -1.0) >= stop_at_accuracy:
+               **flops_since(flops_before)}
+        if end_step(row, step=step, c=c, params=params, task=task, result=result, steps=steps,
+                    on_step=on_step, eval_every=eval_every, stop_at_accuracy=stop_at_accuracy):
             break
     return result
 

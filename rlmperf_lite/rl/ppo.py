@@ -20,8 +20,7 @@ from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, init_value_params, l
                   logps_forward, token_entropy, token_logps, values_backward, values_forward)
 from ..tasks import AdditionTask
 from .common import (RLConfig, RLResult, blas_limits, check_fits_task, check_run_args,
-                     lr_factor)
-from .evaluate import evaluate
+                     end_step, flops_since, lr_factor, step_range)
 from .gae import gae
 from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss,
                      policy_loss_grad, value_loss, value_loss_grad)
@@ -108,10 +107,7 @@ def _train(c: PPOConfig, task, progress, on_step, eval_every, stop_at_accuracy) 
     opt = AdamW(params, lr=c.lr, betas=c.adam_betas)
     vopt = AdamW(vparams, lr=c.critic_lr, betas=c.adam_betas)
     P, n = task.prompt_len, c.num_prompts
-    steps = range(c.steps)
-    if progress:
-        from tqdm import tqdm  # a text bar: it also shows in a notebook saved to HTML
-        steps = tqdm(steps, desc="PPO", unit="step", mininterval=1.0, ascii=True)
+    steps = step_range(c, "PPO", progress)
     for step in steps:
         times, flops_before = {}, dict(COUNTER.counts)
         opt.lr, vopt.lr = c.lr * lr_factor(step, c), c.critic_lr * lr_factor(step, c)
@@ -184,15 +180,8 @@ def _train(c: PPOConfig, task, progress, on_step, eval_every, stop_at_accuracy) 
                "response_length": float(mask.sum(axis=1).mean()),
                **{k: _mean(log[k] for log in logs) for k in logs[0]},
                **times, "step_s": sum(times.values()), "response_width": int(R),
-               **{f"{k}_flops": v - flops_before.get(k, 0.0) for k, v in COUNTER.counts.items()
-                  if v != flops_before.get(k, 0.0)}}
-        if eval_every and ((step + 1) % eval_every == 0 or step + 1 == c.steps):
-            row["eval_accuracy"] = evaluate(params, cfg, task, max_new_tokens=c.max_new_tokens)
-        result.history.append(row)
-        if progress:
-            steps.set_postfix(reward=f"{row['reward_mean']:.2f}", refresh=False)
-        if on_step is not None:
-            on_step(row)
-        if stop_at_accuracy is not None and row.get("eval_accuracy", -1.0) >= stop_at_accuracy:
+               **flops_since(flops_before)}
+        if end_step(row, step=step, c=c, params=params, task=task, result=result, steps=steps,
+                    on_step=on_step, eval_every=eval_every, stop_at_accuracy=stop_at_accuracy):
             break
     return result
