@@ -7,7 +7,8 @@ GAE advantages and returns (Schulman et al. 2016), then ``ppo_epochs`` passes ov
 surrogate (Schulman et al. 2017, Eq. 7) and of the critic on the clipped value loss. Unlike GRPO
 with one update per batch, later minibatch updates see a policy that has moved: the ratio leaves
 1 and clipping acts. The critic is a separate model (:mod:`rlmperf_lite.nn.value`) initialised
-from the warm-started policy's trunk, as in OpenRLHF and verl's default PPO.
+from the warm-started policy's trunk (RLHF frameworks start it from a pretrained model: the
+policy's or the reward model's).
 """
 from __future__ import annotations
 
