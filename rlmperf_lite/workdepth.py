@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
+from .checks import check_int
 
 __all__ = ["PhaseCost", "WorkDepth", "grpo_step_workdepth", "ppo_step_workdepth"]
 
@@ -107,8 +107,7 @@ class WorkDepth:
 
 
 def _positive_int(name, value):
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_int(name, value, 1)
 
 
 class _Model:

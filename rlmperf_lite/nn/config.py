@@ -1,10 +1,9 @@
 """Configuration of the tiny decoder-only transformer (book section 1.3)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-import numpy as np
+from ..checks import check_choice, check_int, check_number
 
 __all__ = ["TinyLMConfig"]
 
@@ -47,20 +46,14 @@ class TinyLMConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "max_seq_len", "hidden_size", "num_layers", "num_heads",
                      "intermediate_size"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"TinyLMConfig.{name} must be a positive int, got {value!r}")
+            check_int(f"TinyLMConfig.{name}", getattr(self, name), 1)
         if self.hidden_size % self.num_heads:
             raise ValueError(
                 f"TinyLMConfig.hidden_size={self.hidden_size} is not divisible by "
                 f"num_heads={self.num_heads}; pick num_heads among the divisors of hidden_size")
-        if self.activation not in _ACTIVATIONS:
-            raise ValueError(f"TinyLMConfig.activation must be one of {_ACTIVATIONS}, "
-                             f"got {self.activation!r}")
-        if not (self.norm_eps > 0 and math.isfinite(self.norm_eps)):
-            raise ValueError(f"TinyLMConfig.norm_eps must be > 0, got {self.norm_eps!r}")
-        if not (self.init_std > 0 and math.isfinite(self.init_std)):
-            raise ValueError(f"TinyLMConfig.init_std must be > 0, got {self.init_std!r}")
+        check_choice("TinyLMConfig.activation", self.activation, _ACTIVATIONS)
+        check_number("TinyLMConfig.norm_eps", self.norm_eps, low=0, low_open=True)
+        check_number("TinyLMConfig.init_std", self.init_std, low=0, low_open=True)
 
     @property
     def head_dim(self) -> int:

@@ -41,8 +41,6 @@ class FlopCounter:
     def reset(self) -> None:
         self.counts = {}
 
-    def total(self) -> float:
-        return float(sum(self.counts.values()))
 
 
 COUNTER = FlopCounter()

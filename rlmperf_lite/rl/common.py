@@ -2,13 +2,13 @@
 that a config fits its task, the result record (book Part I)."""
 from __future__ import annotations
 
-import math
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..checks import check_choice, check_int, check_number
 from ..nn import COUNTER, TinyLMConfig
 from ..tasks import AdditionTask
 from .evaluate import evaluate
@@ -64,44 +64,24 @@ class RLConfig:
 
     def __post_init__(self):
         cls = type(self).__name__
-        for name, low in (("steps", 0), ("num_prompts", 1), ("max_new_tokens", 1),
+        for name, low in (("seed", 0), ("steps", 0), ("num_prompts", 1), ("max_new_tokens", 1),
                           ("warmstart_max_steps", 0), ("lr_warmup_steps", 0)):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < low:
-                raise ValueError(f"{cls}.{name} must be an int >= {low}, got {v!r}")
-        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool) \
-                or self.seed < 0:
-            raise ValueError(f"{cls}.seed must be an int >= 0, got {self.seed!r}")
-        for name in ("lr", "temperature", "max_grad_norm", "clip_eps", "kl_coef",
-                     "warmstart_target_accuracy"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{cls}.{name} must be a finite number, got {v!r}")
+            check_int(f"{cls}.{name}", getattr(self, name), low)
+        check_int(f"{cls}.blas_threads", self.blas_threads, 1, optional=True)
         for name in ("lr", "temperature", "max_grad_norm"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{cls}.{name} must be > 0, got {getattr(self, name)!r}")
-        if not 0 < self.warmstart_target_accuracy <= 1:
-            raise ValueError(f"{cls}.warmstart_target_accuracy must be in (0, 1], got "
-                             f"{self.warmstart_target_accuracy!r}")
-        if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
+            check_number(f"{cls}.{name}", getattr(self, name), low=0, low_open=True)
+        check_number(f"{cls}.clip_eps", self.clip_eps, low=0, high=1, low_open=True,
+                     high_open=True)
+        check_number(f"{cls}.kl_coef", self.kl_coef, low=0)
+        check_number(f"{cls}.warmstart_target_accuracy", self.warmstart_target_accuracy, low=0,
+                     high=1, low_open=True)
+        if len(self.adam_betas) != 2:
             raise ValueError(f"{cls}.adam_betas must be two numbers in [0, 1), got "
                              f"{self.adam_betas!r}")
-        if self.loss_agg_mode not in AGG_MODES:
-            raise ValueError(f"{cls}.loss_agg_mode must be one of {AGG_MODES}, got "
-                             f"{self.loss_agg_mode!r}")
-        if not 0 < self.clip_eps < 1:
-            raise ValueError(f"{cls}.clip_eps must be in (0, 1), got {self.clip_eps!r}")
-        if self.lr_schedule not in ("constant", "linear"):
-            raise ValueError(f"{cls}.lr_schedule must be 'constant' or 'linear', got "
-                             f"{self.lr_schedule!r}")
-        if self.blas_threads is not None and (not isinstance(self.blas_threads, int)
-                                              or self.blas_threads < 1):
-            raise ValueError(f"{cls}.blas_threads must be None or an int >= 1, got "
-                             f"{self.blas_threads!r}")
-        if not self.kl_coef >= 0:
-            raise ValueError(f"{cls}.kl_coef must be >= 0, got {self.kl_coef!r}")
-
-
+        for b in self.adam_betas:
+            check_number(f"{cls}.adam_betas", b, low=0, high=1, high_open=True)
+        check_choice(f"{cls}.loss_agg_mode", self.loss_agg_mode, AGG_MODES)
+        check_choice(f"{cls}.lr_schedule", self.lr_schedule, ("constant", "linear"))
 
 
 @dataclass

@@ -14,18 +14,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import check_choice, check_int, check_number
 from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, logps_backward, logps_forward,
                   token_entropy, token_logps)
 from ..tasks import AdditionTask
 from .advantages import grpo_advantages, reinforce_pp_advantages, rloo_advantages
 from .common import (RLConfig, RLResult, blas_limits, check_fits_task, check_run_args,
                      end_step, flops_since, lr_factor, step_range)
-from .evaluate import evaluate
 from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, overlong_penalty,
                      policy_loss, policy_loss_grad)
 from .warmstart import warm_start
 
-__all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "evaluate"]
+__all__ = ["GRPOConfig", "GRPOResult", "train_grpo"]
 
 
 @dataclass(frozen=True)
@@ -69,30 +69,21 @@ class GRPOConfig(RLConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        low = 1 if self.advantage_estimator == "reinforce_pp" else 2
-        if not isinstance(self.group_size, int) or self.group_size < low:
-            raise ValueError(f"GRPOConfig.group_size must be an int >= {low} (a group of one has "
-                             f"no baseline), got {self.group_size!r}")
-        if self.advantage_estimator not in ("grpo", "rloo", "reinforce_pp"):
-            raise ValueError(f"GRPOConfig.advantage_estimator must be 'grpo', 'rloo' or "
-                             f"'reinforce_pp', got {self.advantage_estimator!r}")
-        if self.adv_scale not in ("group", "batch", "none"):
-            raise ValueError(f"GRPOConfig.adv_scale must be 'group', 'batch' or 'none', got "
-                             f"{self.adv_scale!r}")
-        if self.clip_eps_high is not None and not 0 < self.clip_eps_high < 10:
-            raise ValueError(f"GRPOConfig.clip_eps_high must be None or in (0, 10), got "
-                             f"{self.clip_eps_high!r}")
-        if self.micro_batch_size is not None and (not isinstance(self.micro_batch_size, int)
-                                                  or self.micro_batch_size < 1):
-            raise ValueError(f"GRPOConfig.micro_batch_size must be None or an int >= 1, got "
-                             f"{self.micro_batch_size!r}")
-        if not isinstance(self.max_resample_rounds, int) or self.max_resample_rounds < 0:
-            raise ValueError(f"GRPOConfig.max_resample_rounds must be an int >= 0, got "
-                             f"{self.max_resample_rounds!r}")
-        if not isinstance(self.overlong_buffer_len, int) or \
-                not 0 <= self.overlong_buffer_len < self.max_new_tokens:
-            raise ValueError(f"GRPOConfig.overlong_buffer_len must be an int in [0, "
-                             f"max_new_tokens), got {self.overlong_buffer_len!r}")
+        check_choice("GRPOConfig.advantage_estimator", self.advantage_estimator,
+                     ("grpo", "rloo", "reinforce_pp"))
+        # a group of one has no baseline, except for REINFORCE++ (batch-normalised returns)
+        check_int("GRPOConfig.group_size", self.group_size,
+                  1 if self.advantage_estimator == "reinforce_pp" else 2)
+        check_choice("GRPOConfig.adv_scale", self.adv_scale, ("group", "batch", "none"))
+        if self.clip_eps_high is not None:
+            check_number("GRPOConfig.clip_eps_high", self.clip_eps_high, low=0, high=10,
+                         low_open=True, high_open=True)
+        check_int("GRPOConfig.micro_batch_size", self.micro_batch_size, 1, optional=True)
+        check_int("GRPOConfig.max_resample_rounds", self.max_resample_rounds, 0)
+        check_int("GRPOConfig.overlong_buffer_len", self.overlong_buffer_len, 0)
+        if self.overlong_buffer_len >= self.max_new_tokens:
+            raise ValueError(f"GRPOConfig.overlong_buffer_len must be < max_new_tokens="
+                             f"{self.max_new_tokens}, got {self.overlong_buffer_len!r}")
 
 
 GRPOResult = RLResult

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import check_choice, check_int, check_number
 from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, init_value_params, logps_backward,
                   logps_forward, token_entropy, token_logps, values_backward, values_forward)
 from ..tasks import AdditionTask
@@ -59,22 +60,16 @@ class PPOConfig(RLConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        for name in ("ppo_epochs", "num_minibatches"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"PPOConfig.{name} must be an int >= 1, got {v!r}")
+        check_int("PPOConfig.ppo_epochs", self.ppo_epochs, 1)
+        check_int("PPOConfig.num_minibatches", self.num_minibatches, 1)
         if self.num_minibatches > self.num_prompts:
             raise ValueError(f"PPOConfig.num_minibatches={self.num_minibatches} exceeds "
                              f"num_prompts={self.num_prompts}")
-        if not self.critic_lr > 0:
-            raise ValueError(f"PPOConfig.critic_lr must be > 0, got {self.critic_lr!r}")
+        check_number("PPOConfig.critic_lr", self.critic_lr, low=0, low_open=True)
+        check_number("PPOConfig.vf_clip_eps", self.vf_clip_eps, low=0, low_open=True)
         for name in ("gamma", "lam"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"PPOConfig.{name} must be in [0, 1], got {getattr(self, name)!r}")
-        if self.kl_in not in ("reward", "loss"):
-            raise ValueError(f"PPOConfig.kl_in must be 'reward' or 'loss', got {self.kl_in!r}")
-        if not self.vf_clip_eps > 0:
-            raise ValueError(f"PPOConfig.vf_clip_eps must be > 0, got {self.vf_clip_eps!r}")
+            check_number(f"PPOConfig.{name}", getattr(self, name), low=0, high=1)
+        check_choice("PPOConfig.kl_in", self.kl_in, ("reward", "loss"))
 
 
 def _mean(values) -> float | None:
