@@ -4,6 +4,7 @@ from .flops import COUNTER, FlopCounter, mm
 from .model import (
                     backward,
                     check_tokens,
+                    copy_params,
                     forward,
                     init_params,
                     logps_backward,
@@ -17,5 +18,5 @@ from .value import init_value_params, values_backward, values_forward
 
 __all__ = ["TinyLMConfig", "COUNTER", "FlopCounter", "mm", "init_params", "forward", "backward",
            "logps_forward", "logps_backward", "token_logps", "token_entropy", "check_tokens",
-           "AdamW", "clip_grad_norm", "Rollout", "generate", "init_value_params",
+           "copy_params", "AdamW", "clip_grad_norm", "Rollout", "generate", "init_value_params",
            "values_forward", "values_backward"]

@@ -28,7 +28,7 @@ from .layers import (
 )
 
 __all__ = ["init_params", "forward", "backward", "logps_forward", "logps_backward",
-           "token_logps", "token_entropy", "check_tokens"]
+           "token_logps", "token_entropy", "check_tokens", "copy_params"]
 
 
 def init_params(cfg: TinyLMConfig, rng: np.random.Generator, dtype=np.float32) -> dict:
@@ -51,6 +51,26 @@ def init_params(cfg: TinyLMConfig, rng: np.random.Generator, dtype=np.float32) -
     params["ln_f"] = np.ones(D, dtype)
     params["lm_head"] = normal((D, V), std)
     return params
+
+
+def copy_params(params: dict, cfg: TinyLMConfig, name: str = "params") -> dict:
+    """A float32 copy of a weights dict after checking it has every weight of ``cfg``'s model
+    with the right shape (keys and shapes as :func:`init_params`).
+
+    Raises:
+        ValueError: naming ``name`` and the missing, extra or misshapen weight.
+    """
+    if not isinstance(params, dict):
+        raise ValueError(f"{name} must be a dict of weights, got {type(params).__name__}")
+    expected = {k: v.shape for k, v in init_params(cfg, np.random.default_rng(0)).items()}
+    for key in expected.keys() ^ params.keys():
+        raise ValueError(f"{name} {'lacks' if key in expected else 'has an unknown'} weight "
+                         f"{key!r} for this model config")
+    for key, shape in expected.items():
+        if np.shape(params[key]) != shape:
+            raise ValueError(f"{name}[{key!r}] has shape {np.shape(params[key])}, the model "
+                             f"config needs {shape}")
+    return {k: np.array(v, dtype=np.float32) for k, v in params.items()}
 
 
 def check_tokens(tokens, cfg: TinyLMConfig, name: str = "tokens") -> np.ndarray:

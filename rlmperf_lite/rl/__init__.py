@@ -7,10 +7,13 @@ from .grpo import GRPOConfig, GRPOResult, train_grpo
 from .ppo import PPOConfig, train_ppo
 from .losses import (AGG_MODES, aggregate_loss, aggregate_weights, kl_estimate, kl_estimate_grad,
                      overlong_penalty, policy_loss, policy_loss_grad, value_loss, value_loss_grad)
+from .kl_gradients import categorical_kl_gradients
+from .sweep import SweepRun, run_sweep, sweep_table
 from .warmstart import warm_start
 
 __all__ = ["grpo_advantages", "rloo_advantages", "reinforce_pp_advantages", "check_rewards",
            "gae", "gae_loop", "GRPOConfig", "GRPOResult", "evaluate", "train_grpo",
            "policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
            "aggregate_weights", "aggregate_loss", "AGG_MODES", "value_loss", "value_loss_grad",
-           "overlong_penalty", "warm_start", "PPOConfig", "train_ppo"]
+           "overlong_penalty", "warm_start", "PPOConfig", "train_ppo",
+           "categorical_kl_gradients", "SweepRun", "run_sweep", "sweep_table"]

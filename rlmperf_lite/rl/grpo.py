@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import check_choice, check_int, check_number
-from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, logps_backward, logps_forward,
-                  token_entropy, token_logps)
+from ..nn import (COUNTER, AdamW, clip_grad_norm, copy_params, generate, logps_backward,
+                  logps_forward, token_entropy, token_logps)
 from ..tasks import AdditionTask
 from .advantages import grpo_advantages, reinforce_pp_advantages, rloo_advantages
 from .common import (RLConfig, RLResult, blas_limits, check_fits_task, check_run_args,
@@ -91,37 +91,49 @@ GRPOResult = RLResult
 
 def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None = None,
                progress: bool = False, on_step=None, eval_every: int = 0,
-               stop_at_accuracy: float | None = None) -> GRPOResult:
+               stop_at_accuracy: float | None = None,
+               base_params: dict | None = None) -> GRPOResult:
     """Warm-start then GRPO; returns the final params and per-step metrics.
 
     ``progress`` shows a tqdm bar; ``on_step(metrics)`` is called after each step. With
     ``eval_every`` > 0, every that many steps (and at the last) the held-out greedy accuracy is
     added to the step's metrics as ``eval_accuracy``, and training stops early once it reaches
-    ``stop_at_accuracy`` (if given): the benchmark's time-to-accuracy.
+    ``stop_at_accuracy`` (if given): the benchmark's time-to-accuracy. ``base_params`` (a
+    result's ``base_params``, or :func:`warm_start`'s output for this config's seed) skips the
+    warm-start; runs that share a seed can share one base model this way (``warmstart_s`` is then
+    0) and train exactly as if each had warm-started itself. The dict is copied, not modified.
+
+    Raises:
+        ValueError: from the config checks, or for ``base_params`` missing a weight or of the
+            wrong shape for ``config.model``.
     """
     check_run_args(eval_every, stop_at_accuracy)
     with blas_limits(config):
         return _train(config, task or AdditionTask(), progress, on_step, eval_every,
-                      stop_at_accuracy)
+                      stop_at_accuracy, base_params)
 
 
-def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRPOResult:
+def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
+           base_params) -> GRPOResult:
     cfg, c = config.model, config
     check_fits_task(c, task)
     rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)
     t0 = time.perf_counter()
-    params, _ = warm_start(cfg, task, rng_init, max_steps=c.warmstart_max_steps,
-                           target_accuracy=c.warmstart_target_accuracy)
+    if base_params is None:
+        params, _ = warm_start(cfg, task, rng_init, max_steps=c.warmstart_max_steps,
+                               target_accuracy=c.warmstart_target_accuracy)
+    else:
+        params = copy_params(base_params, cfg, "base_params")
     result = RLResult(params=params, base_params={k: v.copy() for k, v in params.items()},
-                      warmstart_s=time.perf_counter() - t0)
+                      warmstart_s=0.0 if base_params is not None else time.perf_counter() - t0)
     opt = AdamW(params, lr=c.lr, betas=c.adam_betas)
     P = task.prompt_len
     steps = step_range(c, "GRPO", progress)
     for step in steps:
         times, flops_before = {}, dict(COUNTER.counts)
         t = time.perf_counter()
-        tokens, mask, old_logps, rewards, rounds = _rollout(params, c, task, rng_data,
-                                                            rng_sample)     # (B*G, ...)
+        tokens, mask, old_logps, rewards, rounds, zero_std = _rollout(
+            params, c, task, rng_data, rng_sample)                             # (B*G, ...)
         times["rollout_s"] = (t2 := time.perf_counter()) - t
         if c.kl_coef > 0:
             with COUNTER.phase("reference"):
@@ -180,6 +192,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy) -> GRP
                "entropy": float((entropy * mask).sum() / mask.sum()),
                "grad_norm": grad_norm, **metrics, **times, "step_s": sum(times.values()),
                "response_width": int(mask.shape[1]), "resample_rounds": rounds,
+               "frac_reward_zero_std": zero_std,
                **flops_since(flops_before)}
         if end_step(row, step=step, c=c, params=params, task=task, result=result, steps=steps,
                     on_step=on_step, eval_every=eval_every, stop_at_accuracy=stop_at_accuracy):
@@ -193,18 +206,21 @@ def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
     times, to refill the batch (if still short, the informative groups found are used).
 
     Returns tokens (B*G, P+R), completion_mask and behaviour per_token_logps (B*G, R), rewards
-    (B*G,), and the number of extra rounds sampled.
+    (B*G,), the number of extra rounds sampled, and the share of the first round's groups whose
+    rewards were all equal (TRL's ``frac_reward_zero_std``).
     """
-    G, kept, rounds = c.group_size, [], 0
+    G, kept, rounds, zero_std = c.group_size, [], 0, None
     while True:
         prompts, pairs = task.sample_prompts(rng_data, c.num_prompts)
         ro = generate(params, prompts, c.model, max_new_tokens=c.max_new_tokens,
                       eos_id=task.eos_id, pad_id=task.pad_id, group_size=G,
                       temperature=c.temperature, rng=rng_sample)
         rewards = task.reward(np.repeat(pairs, G, axis=0), ro.tokens[:, ro.prompt_len:])
-        if not c.dynamic_sampling:
-            return ro.tokens, ro.completion_mask, ro.per_token_logps, rewards, 0
         by_group = rewards.reshape(-1, G)
+        if zero_std is None:
+            zero_std = float(np.mean(by_group.max(axis=1) == by_group.min(axis=1)))
+        if not c.dynamic_sampling:
+            return ro.tokens, ro.completion_mask, ro.per_token_logps, rewards, 0, zero_std
         for b in np.flatnonzero(by_group.max(axis=1) > by_group.min(axis=1)):
             rows = slice(b * G, (b + 1) * G)
             kept.append((ro.tokens[rows], ro.completion_mask[rows], ro.per_token_logps[rows],
@@ -213,7 +229,7 @@ def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
             break
         rounds += 1
     if not kept:                       # no informative group at all: a zero-advantage batch
-        return ro.tokens, ro.completion_mask, ro.per_token_logps, rewards, rounds
+        return ro.tokens, ro.completion_mask, ro.per_token_logps, rewards, rounds, zero_std
     kept = kept[:c.num_prompts]
     width = max(k[1].shape[1] for k in kept)                     # pad to a common R
     pad = [width - k[1].shape[1] for k in kept]
@@ -221,4 +237,4 @@ def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
                             for k, w in zip(kept, pad)]),
             np.concatenate([np.pad(k[1], ((0, 0), (0, w))) for k, w in zip(kept, pad)]),
             np.concatenate([np.pad(k[2], ((0, 0), (0, w))) for k, w in zip(kept, pad)]),
-            np.concatenate([k[3] for k in kept]), rounds)
+            np.concatenate([k[3] for k in kept]), rounds, zero_std)

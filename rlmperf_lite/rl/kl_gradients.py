@@ -1,0 +1,52 @@
+"""Exact expected gradients of the KL estimators used as losses, on one categorical policy
+(book section 3.5, Chapter 3 lab; Tang & Munos 2025, "On a few pitfalls in KL divergence gradient
+estimation for RL", arXiv 2506.09477).
+
+GRPO adds ``kl_coef * k(x)`` to the loss, with k one of Schulman's estimators of KL(pi || ref)
+evaluated on tokens x sampled from pi, and differentiates through log pi(x) only (the sample is
+not differentiated). Here the policy is a softmax over a few actions, so the expectation over x is
+an exact sum and the gradient of each estimator-as-a-loss can be compared with the true gradients
+of both directions of the KL:
+
+    E_x~pi[ dk/dlog pi(x) * d log pi(x)/d logits ],  d log pi(x)/d logits = onehot(x) - pi.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .losses import kl_estimate_grad
+
+__all__ = ["categorical_kl_gradients"]
+
+
+def categorical_kl_gradients(logits, ref_probs) -> dict:
+    """Gradients with respect to ``logits`` of pi = softmax(logits).
+
+    Args:
+        logits: (A,) finite, A >= 2 actions.
+        ref_probs: (A,) the reference policy, positive, summing to 1.
+    Returns:
+        dict of (A,) arrays: ``"k1"``, ``"k2"``, ``"k3"`` (expected gradient of each estimator
+        used as a loss), ``"kl_pi_ref"`` (exact gradient of KL(pi || ref), what a KL penalty is
+        meant to follow), ``"kl_ref_pi"`` (exact gradient of KL(ref || pi) = pi - ref).
+        Expected (tested): k1 -> 0; k2 -> kl_pi_ref; k3 -> kl_ref_pi.
+    Raises:
+        ValueError: naming ``logits`` or ``ref_probs`` (shape, non-finite, not a distribution).
+    """
+    z = np.asarray(logits, dtype=float)
+    ref = np.asarray(ref_probs, dtype=float)
+    if z.ndim != 1 or z.size < 2 or not np.all(np.isfinite(z)):
+        raise ValueError(f"logits must be a finite 1-D array of >= 2 actions, got {logits!r}")
+    if ref.shape != z.shape or not np.all(ref > 0) or abs(ref.sum() - 1) > 1e-9:
+        raise ValueError(f"ref_probs must be {z.shape[0]} positive probabilities summing to 1, "
+                         f"got {ref_probs!r}")
+    pi = np.exp(z - z.max())
+    pi /= pi.sum()
+    logpi, logref = np.log(pi), np.log(ref)
+    dlogpi = np.eye(z.size) - pi                      # row x: d log pi(x) / d logits
+    out = {kind: (pi * kl_estimate_grad(logpi[None], logref[None], kind)[0]) @ dlogpi
+           for kind in ("k1", "k2", "k3")}
+    kl = float(pi @ (logpi - logref))
+    out["kl_pi_ref"] = pi * (logpi - logref - kl)
+    out["kl_ref_pi"] = pi - ref
+    return out

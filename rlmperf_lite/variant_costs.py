@@ -1,0 +1,191 @@
+"""What one step of each member of the GRPO family (and PPO) costs (book section 3.6, Ch. 3 lab).
+
+For the same samples per step the variants differ in the models they hold (a frozen reference
+when a KL term is on, a critic for PPO), in the passes they make, and — for DAPO's dynamic
+sampling — in how many sampling rounds they need to fill a batch with groups that carry a
+learning signal. A group whose G rewards are all equal has zero advantage everywhere: with a
+verifier's 0/1 reward and per-prompt pass rate p it happens with probability p^G + (1 - p)^G, so
+as the policy improves, more of each batch is wasted (GRPO) or must be resampled (DAPO).
+
+Memory counts model states only (no activations, no KV cache): 16 bytes per trainable parameter
+(bf16 weights and gradients + fp32 master weights and Adam moments; Rajbhandari et al. 2020,
+ZeRO, Fig. 1: 7.5B parameters -> 120 GB) and 2 bytes per frozen parameter (bf16).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .checks import check_choice, check_int, check_number
+from .workdepth import WorkDepth, _Model, grpo_step_workdepth, ppo_step_workdepth
+
+__all__ = ["BYTES_PER_TRAINABLE_PARAM", "BYTES_PER_FROZEN_PARAM", "informative_fraction",
+           "dynamic_sampling_rounds", "VariantCost", "variant_step_cost", "VARIANT_KL"]
+
+BYTES_PER_TRAINABLE_PARAM = 16      # ZeRO Fig. 1, mixed-precision Adam
+BYTES_PER_FROZEN_PARAM = 2          # bf16 weights
+VARIANT_KL = {"grpo": "loss", "dr_grpo": "loss", "dapo": "loss", "rloo": "reward",
+              "reinforce_pp": "reward", "ppo": "reward"}
+"""Where each variant puts its KL term when ``kl_coef`` > 0 (in the loss, or in the reward)."""
+
+
+def informative_fraction(pass_rates, group_size: int) -> float:
+    """Expected share of groups whose G rewards are not all equal (0/1 rewards).
+
+    Args:
+        pass_rates: (n,) or scalar, each prompt's probability of a correct completion, in [0, 1].
+        group_size: G >= 1.
+    Returns:
+        mean over prompts of 1 - p^G - (1 - p)^G (0 for G = 1: a lone sample has no group
+        baseline).
+    Raises:
+        ValueError: naming ``pass_rates`` (empty, NaN, outside [0, 1]) or ``group_size``.
+    """
+    check_int("group_size", group_size, 1)
+    p = np.asarray(pass_rates, dtype=float).reshape(-1)
+    if p.size == 0 or not np.all((p >= 0) & (p <= 1)):
+        raise ValueError("pass_rates must be probabilities in [0, 1] (no NaN), at least one; "
+                         f"got {pass_rates!r}")
+    return float(np.mean(1 - p ** group_size - (1 - p) ** group_size))
+
+
+def _binom_pmf(n: int, f: float, upto: int) -> list[float]:
+    """P(X = j) for j < ``upto``, X ~ Binomial(n, f), in log space (n may be large)."""
+    if f <= 0 or f >= 1:
+        return [float(j == (n if f >= 1 else 0)) for j in range(upto)]
+    lf, lq = math.log(f), math.log1p(-f)
+    return [math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1)
+                     + j * lf + (n - j) * lq) if j <= n else 0.0 for j in range(upto)]
+
+
+def dynamic_sampling_rounds(informative_frac: float, num_prompts: int,
+                            max_resample_rounds: int | None = 3) -> dict:
+    """Expected sampling rounds of DAPO's dynamic sampling, as ``train_grpo`` does it.
+
+    Each round samples ``num_prompts`` (B) groups, each informative with probability f
+    independently, and keeps the informative ones; sampling stops once B are kept or after
+    ``max_resample_rounds`` extra rounds. After k rounds the kept count is Binomial(k B, f), so
+
+        E[rounds] = 1 + sum_{k=1}^{max} P(Binomial(k B, f) < B)
+
+    which is about ceil(1 / f) for large B (whole rounds: f = 0.9 needs 2), not 1 / f.
+
+    Args:
+        informative_frac: f in [0, 1], e.g. from :func:`informative_fraction`.
+        num_prompts: B >= 1.
+        max_resample_rounds: extra rounds allowed; None = no limit (f must then be > 0).
+    Returns:
+        dict with ``expected_rounds`` (also the completions generated per completion of a
+        full batch), ``prob_short``, the probability that the batch is
+        still not full when sampling stops (then the informative groups found are used).
+    Raises:
+        ValueError: naming the argument out of range.
+    """
+    check_number("informative_frac", informative_frac, low=0, high=1)
+    check_int("num_prompts", num_prompts, 1)
+    check_int("max_resample_rounds", max_resample_rounds, 0, optional=True)
+    f, B = float(informative_frac), num_prompts
+    if max_resample_rounds is None and f == 0:
+        raise ValueError("informative_frac must be > 0 when max_resample_rounds is None "
+                         "(no informative group ever comes: sampling never stops)")
+    rounds, k = 1.0, 1
+    while max_resample_rounds is None or k <= max_resample_rounds:
+        short = min(1.0, sum(_binom_pmf(k * B, f, B)))
+        rounds += short
+        if max_resample_rounds is None and short < 1e-12:
+            break
+        k += 1
+    if max_resample_rounds is None:                         # sampling goes on until full
+        return {"expected_rounds": rounds,
+                "prob_short": 0.0, "expected_informative": float(B)}
+    pmf = _binom_pmf((max_resample_rounds + 1) * B, f, B)  # kept after the last round, < B
+    short = min(1.0, sum(pmf))
+    return {"expected_rounds": rounds, "prob_short": short,
+            "expected_informative": B * (1 - short) + sum(j * q for j, q in enumerate(pmf))}
+
+
+@dataclass(frozen=True)
+class VariantCost:
+    """One step of one variant (see :func:`variant_step_cost`).
+
+    Attributes:
+        trainable_models, frozen_models: names of the models held (policy, critic / reference).
+        model_state_bytes: their states' bytes (16 per trainable, 2 per frozen parameter).
+        samples_generated: expected completions generated per step (resampling included).
+        informative_groups: expected groups per step with a non-zero advantage (GRPO-style
+            estimators; for PPO and REINFORCE++ every sample can carry signal: None).
+        passes: {"forward": sequences, "backward": sequences} through any model per step.
+        workdepth: phases with work and depth (rollout phases scaled by the expected rounds).
+    """
+
+    variant: str
+    trainable_models: tuple
+    frozen_models: tuple
+    model_state_bytes: float
+    samples_generated: float
+    informative_groups: float | None
+    passes: dict
+    workdepth: WorkDepth
+
+
+def variant_step_cost(variant: str, *, num_layers: int, hidden_size: int, num_heads: int,
+                      vocab_size: int, intermediate_size: int | None = None, mlp: str = "gelu",
+                      num_prompts: int, group_size: int, prompt_len: int, response_len: int,
+                      kl_coef: float = 0.0, informative_frac: float = 1.0,
+                      max_resample_rounds: int | None = 3, ppo_epochs: int = 2,
+                      num_minibatches: int = 2, attention: str = "causal") -> VariantCost:
+    """Cost of one step of ``variant`` for B = ``num_prompts`` prompts x G = ``group_size``
+    samples (PPO: B G prompts x 1 sample, ``ppo_epochs`` x ``num_minibatches`` updates, the
+    critic of the policy's shape). ``kl_coef`` > 0 adds the frozen reference model and its
+    forward pass (KL in the loss or the reward: :data:`VARIANT_KL`). ``informative_frac`` is
+    the share of groups whose rewards differ (:func:`informative_fraction`); DAPO ("dapo")
+    resamples to replace the others, the rest train on them with zero advantage. Old log-probs
+    are taken as recorded at sampling time (no extra pass), as the library's loops do.
+
+    Shapes as :func:`rlmperf_lite.workdepth.grpo_step_workdepth`.
+    Raises:
+        ValueError: an unknown variant, or any argument the calculators reject, named.
+    """
+    check_choice("variant", variant, tuple(VARIANT_KL))
+    check_number("kl_coef", kl_coef, low=0)
+    check_number("informative_frac", informative_frac, low=0, high=1)
+    model = dict(num_layers=num_layers, hidden_size=hidden_size, num_heads=num_heads,
+                 vocab_size=vocab_size, intermediate_size=intermediate_size, mlp=mlp,
+                 attention=attention)
+    B, G = num_prompts, group_size
+    n_params = _Model(num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp,
+                      attention).n_params
+    lengths = dict(prompt_len=prompt_len, response_len=response_len, kl_coef=kl_coef)
+    trainable, frozen = ["policy"], ["reference"] if kl_coef > 0 else []
+    rounds, informative = 1.0, B * informative_frac
+    if variant == "ppo":
+        check_int("group_size", G, 1)
+        wd = ppo_step_workdepth(**model, num_prompts=B * G, ppo_epochs=ppo_epochs,
+                                num_minibatches=num_minibatches, **lengths)
+        trainable.append("critic")
+        n = B * G
+        fwd = n * (1 + ppo_epochs * 2 + (kl_coef > 0))       # values, policy+critic per epoch
+        passes, informative = {"forward": fwd, "backward": 2 * ppo_epochs * n}, None
+    else:
+        check_int("group_size", G, 1 if variant == "reinforce_pp" else 2)
+        wd = grpo_step_workdepth(**model, num_prompts=B, group_size=G, **lengths)
+        if variant == "dapo":
+            ds = dynamic_sampling_rounds(informative_frac, B, max_resample_rounds)
+            rounds = ds["expected_rounds"]
+            informative = ds["expected_informative"]
+            scaled = ("prefill", "decode", "reward")
+            wd = WorkDepth(tuple(replace(p, work_flops=p.work_flops * rounds,
+                                         depth_rounds=p.depth_rounds * rounds)
+                                 if p.name in scaled else p for p in wd.phases), wd.processors)
+        elif variant == "reinforce_pp":
+            informative = None
+        passes = {"forward": B * G * (1 + (kl_coef > 0)), "backward": B * G}
+    # the critic: the policy's shape with a (D, 1) value head instead of the (D, V) LM head
+    sizes = {"policy": n_params, "reference": n_params,
+             "critic": n_params - vocab_size * hidden_size + hidden_size}
+    state = (sum(sizes[m] for m in trainable) * BYTES_PER_TRAINABLE_PARAM
+             + sum(sizes[m] for m in frozen) * BYTES_PER_FROZEN_PARAM)
+    return VariantCost(variant, tuple(trainable), tuple(frozen), float(state),
+                       B * G * rounds, informative, passes, wd)
