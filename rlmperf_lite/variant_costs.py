@@ -22,7 +22,8 @@ from .checks import check_choice, check_int, check_number
 from .workdepth import WorkDepth, _Model, grpo_step_workdepth, ppo_step_workdepth
 
 __all__ = ["BYTES_PER_TRAINABLE_PARAM", "BYTES_PER_FROZEN_PARAM", "informative_fraction",
-           "dynamic_sampling_rounds", "VariantCost", "variant_step_cost", "VARIANT_KL"]
+           "dynamic_sampling_rounds", "VariantCost", "variant_step_cost", "VARIANT_KL",
+           "compare_variants"]
 
 BYTES_PER_TRAINABLE_PARAM = 16      # ZeRO Fig. 1, mixed-precision Adam
 BYTES_PER_FROZEN_PARAM = 2          # bf16 weights
@@ -189,3 +190,20 @@ def variant_step_cost(variant: str, *, num_layers: int, hidden_size: int, num_he
              + sum(sizes[m] for m in frozen) * BYTES_PER_FROZEN_PARAM)
     return VariantCost(variant, tuple(trainable), tuple(frozen), float(state),
                        B * G * rounds, informative, passes, wd)
+
+
+def compare_variants(*, pass_rate: float, kl_coef: float = 0.0,
+                     max_resample_rounds: int | None = 3, **shape) -> list[VariantCost]:
+    """:func:`variant_step_cost` of every variant (the keys of :data:`VARIANT_KL`, in order) for
+    one shape, with the informative share of groups that a per-prompt pass rate ``pass_rate``
+    (the same for every prompt) implies for the shape's ``group_size``.
+
+    Raises:
+        ValueError: as :func:`informative_fraction` and :func:`variant_step_cost`; a group
+            size of 1 is rejected (only REINFORCE++ and PPO could run it).
+    """
+    check_int("group_size", shape.get("group_size"), 2)
+    f = informative_fraction(pass_rate, shape["group_size"])
+    return [variant_step_cost(v, kl_coef=kl_coef, informative_frac=f,
+                              max_resample_rounds=max_resample_rounds, **shape)
+            for v in VARIANT_KL]

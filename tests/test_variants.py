@@ -187,3 +187,15 @@ def test_variant_step_cost_models_passes_and_resampling():
         variant_step_cost("dpo", **shape)
     with pytest.raises(ValueError, match="group_size"):
         variant_step_cost("rloo", **{**shape, "group_size": 1})
+
+
+def test_compare_variants_uses_the_pass_rate_for_every_variant():
+    from rlmperf_lite.variant_costs import compare_variants
+    shape = dict(**TOY, num_prompts=32, group_size=4, prompt_len=6, response_len=5)
+    costs = compare_variants(pass_rate=0.5, **shape)
+    assert [c.variant for c in costs] == ["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp",
+                                          "ppo"]
+    assert costs[0].informative_groups == pytest.approx(32 * 0.875)
+    assert costs[2] == variant_step_cost("dapo", informative_frac=0.875, **shape)
+    with pytest.raises(ValueError, match="pass_rates must be probabilities"):
+        compare_variants(pass_rate=1.5, **shape)

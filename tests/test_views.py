@@ -30,3 +30,28 @@ def test_widget_shows_the_calculators_error_instead_of_a_traceback():
     sliders = box.children[0].children[0].children
     sliders[3].value = 1                                   # R = 1: no decode step
     assert "decode</td><td>0</td>" in box.children[0].children[1].value
+
+
+def test_variant_cost_widget_tables_every_variant_and_shows_errors():
+    from rlmperf_lite.views import variant_cost_widget
+    box = variant_cost_widget(**TOY)
+    sliders, message = box.children[0].children, box.children[1]
+    for variant in ("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "ppo"):
+        assert f"<td>{variant}</td>" in message.value
+    assert "policy + critic / &ndash;" in message.value
+    sliders[5].value = 0.01                                # kl_coef > 0: a frozen reference
+    assert "policy / reference" in message.value
+    sliders[1].value = 1                                   # G = 1: no group baseline
+    assert "group_size must be an int &gt;= 2, got 1" in message.value
+
+
+def test_sweep_charts_carry_the_runs_values():
+    from rlmperf_lite.rl import SweepRun
+    from rlmperf_lite.views import sweep_curves_chart, sweep_spread_chart
+    h = ({"step": 0, "resample_rounds": 0, "step_s": 1.0, "eval_accuracy": 0.95},)
+    runs = [SweepRun("grpo", 0, 8, 0.9, h), SweepRun("grpo", 1, 8, 0.9, h[:0])]
+    curve = sweep_curves_chart(runs).to_dict()["data"]["values"]
+    assert curve == [{"step": 1, "samples": 8, "train_s": 1.0, "eval_accuracy": 0.95,
+                      "variant": "grpo", "seed": "0"}]
+    spread = sweep_spread_chart(runs).to_dict()["data"]["values"]
+    assert sorted(r["value"] for r in spread) == [1.0, 8]     # seed 1 never reached: left out

@@ -1,6 +1,8 @@
 """Views: altair charts and ipywidgets front ends. They take library results and hold no maths."""
-from .charts import learning_curve_chart, metrics_chart, phase_time_chart, workdepth_chart
-from .widgets import workdepth_widget
+from .charts import (learning_curve_chart, lines_chart, metrics_chart, phase_time_chart,
+                     sweep_curves_chart, sweep_spread_chart, workdepth_chart)
+from .widgets import variant_cost_html, variant_cost_widget, workdepth_widget
 
 __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdepth_chart",
-           "workdepth_widget"]
+           "workdepth_widget", "sweep_curves_chart", "sweep_spread_chart", "lines_chart",
+           "variant_cost_html", "variant_cost_widget"]

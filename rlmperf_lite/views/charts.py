@@ -1,4 +1,4 @@
-"""Altair charts of training histories and work-depth results (Chapter 1 lab)."""
+"""Altair charts of training histories, sweeps and work-depth results (Chapters 1-3 labs)."""
 from __future__ import annotations
 
 import altair as alt
@@ -60,3 +60,61 @@ def metrics_chart(history: list, metrics: tuple, *, title: str = "Training metri
         y=alt.Y("value:Q", title=None),
         facet=alt.Facet("metric:N", title=None, columns=len(metrics), sort=list(metrics)),
     ).resolve_scale(y="independent").properties(width=200, height=150, title=title)
+
+
+def sweep_curves_chart(runs: list, *, x: str = "samples",
+                       title: str = "Held-out accuracy while training (one line per seed)"):
+    """``runs``: :class:`rlmperf_lite.rl.SweepRun` list. Held-out greedy accuracy against
+    ``x`` ("samples" generated, "step" or "train_s"), one panel per variant, the target dashed."""
+    titles = {"samples": "completions generated", "step": "step", "train_s": "training seconds"}
+    rows = [{**p, "variant": r.variant, "seed": str(r.seed)} for r in runs for p in r.curve]
+    order = list(dict.fromkeys(r.variant for r in runs))
+    lines = alt.Chart().mark_line(point=True, strokeWidth=1.5).encode(
+        x=alt.X(f"{x}:Q", title=titles[x]),
+        y=alt.Y("eval_accuracy:Q", title="held-out accuracy", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("seed:N", title="seed"),
+        tooltip=["variant:N", "seed:N", "step:Q", "samples:Q",
+                 alt.Tooltip("eval_accuracy:Q", format=".3f")])
+    target = alt.Chart().mark_rule(strokeDash=[4, 3], color="gray").encode(
+        y=alt.datum(runs[0].target_accuracy))
+    return alt.layer(lines, target, data=alt.Data(values=rows)).properties(
+        width=150, height=150).facet(
+        facet=alt.Facet("variant:N", title=None, sort=order), columns=len(order)).properties(
+        title=title)
+
+
+def sweep_spread_chart(runs: list, *,
+                       title: str = "Cost of reaching the target: each seed, mean and range"):
+    """Per variant, the samples and the training seconds each seed needed to reach the target
+    (points), their mean (tick) and min-max range (rule). Runs that missed it are left out."""
+    rows = [{"variant": r.variant, "seed": str(r.seed), "measure": m, "value": p[k]}
+            for r in runs if (p := r.reached)
+            for m, k in (("completions generated", "samples"), ("training seconds", "train_s"))]
+    order = list(dict.fromkeys(r.variant for r in runs))
+    y = alt.Y("variant:N", sort=order, title=None)
+    base = alt.Chart()
+    spread = base.mark_rule(color="gray").encode(y=y, x=alt.X("min(value):Q", title=None),
+                                                 x2="max(value):Q")
+    mean = base.mark_tick(color="black", thickness=2, size=14).encode(y=y, x="mean(value):Q")
+    points = base.mark_circle(size=50, opacity=0.8).encode(
+        y=y, x="value:Q", color=alt.Color("seed:N", title="seed"),
+        tooltip=["variant:N", "seed:N", "measure:N", alt.Tooltip("value:Q", format=",.4g")])
+    return alt.layer(spread, mean, points, data=alt.Data(values=rows)).properties(
+        width=300, height=150).facet(
+        column=alt.Column("measure:N", title=None)).resolve_scale(x="independent").properties(
+        title=title)
+
+
+def lines_chart(rows: list, *, x: str, y: str, color: str, x_title: str, y_title: str,
+                title: str, points: list | None = None):
+    """A plain line chart of ``rows`` (dicts), one line per value of ``color``; ``points``
+    (dicts with the same x and y keys) are overlaid as black dots, e.g. measurements."""
+    lines = alt.Chart(alt.Data(values=rows)).mark_line().encode(
+        x=alt.X(f"{x}:Q", title=x_title), y=alt.Y(f"{y}:Q", title=y_title),
+        color=alt.Color(f"{color}:N", title=color, sort=None),
+        tooltip=[f"{color}:N", alt.Tooltip(f"{x}:Q", format=".3g"),
+                 alt.Tooltip(f"{y}:Q", format=".3g")])
+    if points:
+        lines = lines + alt.Chart(alt.Data(values=points)).mark_circle(
+            color="black", size=30, opacity=0.6).encode(x=f"{x}:Q", y=f"{y}:Q")
+    return lines.properties(width=420, height=220, title=title)

@@ -1,8 +1,10 @@
-"""ipywidgets front end of :func:`rlmperf_lite.workdepth.grpo_step_workdepth` (Chapter 1 lab)."""
+"""ipywidgets front ends of the calculators: work and depth of a GRPO step (Chapter 1 lab), the
+cost of each GRPO variant and PPO (Chapter 3 lab)."""
 from __future__ import annotations
 
 import html
 
+from ..variant_costs import compare_variants
 from ..workdepth import grpo_step_workdepth
 from .charts import workdepth_chart
 
@@ -54,3 +56,54 @@ def workdepth_widget(**model):
         s.observe(update, names="value")
     update()
     return w.VBox([w.HBox([w.VBox(list(sliders.values())), message]), out])
+
+
+def variant_cost_html(costs: list) -> str:
+    """An HTML table of :class:`VariantCost` rows (the widget's and the lab's view)."""
+    def cell(v):
+        return "&ndash;" if v is None else f"{v:,.4g}"
+    head = ("<tr><th>variant</th><th>models held (trainable / frozen)</th><th>state GB</th>"
+            "<th>samples</th><th>groups with signal</th><th>fwd seqs</th><th>bwd seqs</th>"
+            "<th>work W (FLOPs)</th><th>depth 𝒟 (rounds)</th></tr>")
+    rows = "".join(
+        f"<tr><td>{c.variant}</td><td>{' + '.join(c.trainable_models)} / "
+        f"{' + '.join(c.frozen_models) or '&ndash;'}</td><td>{c.model_state_bytes / 1e9:,.4g}</td>"
+        f"<td>{cell(c.samples_generated)}</td><td>{cell(c.informative_groups)}</td>"
+        f"<td>{c.passes['forward']:,}</td><td>{c.passes['backward']:,}</td>"
+        f"<td>{c.workdepth.work_flops:.3g}</td><td>{c.workdepth.depth_rounds:.4g}</td></tr>"
+        for c in costs)
+    return f"<table>{head}{rows}</table>"
+
+
+def variant_cost_widget(**model):
+    """Sliders for B, G, P, R, the per-prompt pass rate, the KL coefficient and DAPO's resampling
+    limit, driving :func:`rlmperf_lite.variant_costs.compare_variants` for a fixed model shape
+    (Chapter 3 lab). Bad combinations show the calculator's ValueError message instead of a
+    traceback."""
+    import ipywidgets as w
+
+    sliders = {
+        "num_prompts": w.IntSlider(value=32, min=1, max=512, description="B prompts"),
+        "group_size": w.IntSlider(value=16, min=1, max=64, description="G group"),
+        "prompt_len": w.IntSlider(value=512, min=1, max=8192, description="P prompt"),
+        "response_len": w.IntSlider(value=4096, min=1, max=32768, description="R response"),
+        "pass_rate": w.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05,
+                                   description="pass rate p"),
+        "kl_coef": w.FloatSlider(value=0.0, min=0.0, max=0.1, step=0.001, readout_format=".3f",
+                                 description="kl_coef"),
+        "max_resample_rounds": w.IntSlider(value=3, min=0, max=20, description="DAPO extra"),
+    }
+    message = w.HTML()
+
+    def update(_=None):
+        try:
+            costs = compare_variants(**model, **{k: s.value for k, s in sliders.items()})
+        except ValueError as err:
+            message.value = f"<b style='color:firebrick'>{html.escape(str(err))}</b>"
+            return
+        message.value = variant_cost_html(costs)
+
+    for s in sliders.values():
+        s.observe(update, names="value")
+    update()
+    return w.VBox([w.VBox(list(sliders.values())), message])
