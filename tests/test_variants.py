@@ -73,7 +73,8 @@ def test_sweep_curve_counts_resampled_samples_and_the_table_summarises_hits():
 
 def test_kl_estimator_gradients_as_losses_on_three_actions():
     """Tang & Munos 2025 (arXiv 2506.09477): as a loss, k1's expected gradient is 0, k2's is
-    grad KL(pi || ref), k3's is grad KL(ref || pi). True gradients checked by finite
+    grad KL(pi || ref), k3's is grad KL(ref || pi); k1 as a reward (score function) gives
+    grad KL(pi || ref). True gradients checked by finite
     differences here, independently of the closed forms."""
     logits, ref = np.array([0.3, -1.0, 2.0]), np.array([0.2, 0.5, 0.3])
     g = categorical_kl_gradients(logits, ref)
@@ -90,6 +91,7 @@ def test_kl_estimator_gradients_as_losses_on_three_actions():
     np.testing.assert_allclose(g["k1"], 0, atol=1e-12)
     np.testing.assert_allclose(g["k2"], g["kl_pi_ref"], atol=1e-12)
     np.testing.assert_allclose(g["k3"], g["kl_ref_pi"], atol=1e-12)
+    np.testing.assert_allclose(g["k1_reward"], g["kl_pi_ref"], atol=1e-12)   # KL in the reward
     assert np.abs(g["k3"] - g["kl_pi_ref"]).max() > 0.1
     with pytest.raises(ValueError, match="ref_probs must be 3 positive"):
         categorical_kl_gradients(logits, [0.5, 0.5, 0.0])

@@ -28,8 +28,10 @@ def categorical_kl_gradients(logits, ref_probs) -> dict:
     Returns:
         dict of (A,) arrays: ``"k1"``, ``"k2"``, ``"k3"`` (expected gradient of each estimator
         used as a loss), ``"kl_pi_ref"`` (exact gradient of KL(pi || ref), what a KL penalty is
-        meant to follow), ``"kl_ref_pi"`` (exact gradient of KL(ref || pi) = pi - ref).
-        Expected (tested): k1 -> 0; k2 -> kl_pi_ref; k3 -> kl_ref_pi.
+        meant to follow), ``"kl_ref_pi"`` (exact gradient of KL(ref || pi) = pi - ref), and
+        ``"k1_reward"``: k1 used as a (negative) reward instead, i.e. the score-function
+        gradient E[k1(x) d log pi(x)], as PPO-style RLHF and REINFORCE++ put the KL in the reward.
+        Expected (tested): k1 -> 0; k2 -> kl_pi_ref; k3 -> kl_ref_pi; k1_reward -> kl_pi_ref.
     Raises:
         ValueError: naming ``logits`` or ``ref_probs`` (shape, non-finite, not a distribution).
     """
@@ -46,6 +48,7 @@ def categorical_kl_gradients(logits, ref_probs) -> dict:
     dlogpi = np.eye(z.size) - pi                      # row x: d log pi(x) / d logits
     out = {kind: (pi * kl_estimate_grad(logpi[None], logref[None], kind)[0]) @ dlogpi
            for kind in ("k1", "k2", "k3")}
+    out["k1_reward"] = (pi * (logpi - logref)) @ dlogpi
     kl = float(pi @ (logpi - logref))
     out["kl_pi_ref"] = pi * (logpi - logref - kl)
     out["kl_ref_pi"] = pi - ref

@@ -15,7 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from ..checks import check_int, check_number
 from ..tasks import AdditionTask
@@ -97,7 +97,8 @@ def run_sweep(variants=("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp"), seed
                              f"{_WARMSTART_FIELDS}; they cannot share a base model")
     task = AdditionTask()
     workers = min(max_workers or len(os.sched_getaffinity(0)), len(configs))
-    bar = tqdm(total=len(configs), desc="runs", disable=not progress)
+    bar = tqdm(total=len(configs), desc="runs", unit="run", ascii=True,   # a text bar: it also
+               disable=not progress)                                  # shows in saved HTML
     runs = {}
     if workers == 1:
         bases = {s: _warm_start(configs[variants[0], s], task) for s in seeds}
