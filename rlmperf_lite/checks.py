@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-__all__ = ["check_int", "check_number", "check_choice"]
+__all__ = ["check_int", "check_number", "check_choice", "check_real_array"]
 
 
 def check_int(label: str, value, low: int = 1, *, optional: bool = False) -> None:
@@ -38,3 +38,22 @@ def check_choice(label: str, value, choices) -> None:
     """One of ``choices``."""
     if value not in choices:
         raise ValueError(f"{label} must be one of {tuple(choices)}, got {value!r}")
+
+
+def check_real_array(label: str, value, *, max_ndim: int = 1, low=None, high=None) -> np.ndarray:
+    """A non-empty scalar or array (at most ``max_ndim`` dimensions) of finite real numbers
+    (no bools, strings or complex numbers), each within [low, high] when given; returned as a
+    float64 array."""
+    bad = isinstance(value, (str, bytes, bool, dict, set))
+    try:
+        a = np.asarray(value)
+    except (ValueError, TypeError):
+        bad = True
+    if bad or a.dtype.kind not in "iuf" or a.ndim > max_ndim or a.size == 0:
+        shape = "a number" if max_ndim == 0 else f"a non-empty array of <= {max_ndim} dims"
+        raise ValueError(f"{label} must be {shape} of real numbers, got {value!r}")
+    a = a.astype(np.float64)
+    if not np.all(np.isfinite(a)) or (low is not None and np.any(a < low)) or \
+            (high is not None and np.any(a > high)):
+        raise ValueError(f"{label} must be finite and within [{low}, {high}], got {value!r}")
+    return a

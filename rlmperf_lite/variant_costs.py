@@ -1,10 +1,10 @@
-"""What one step of each member of the GRPO family (and PPO) costs (book section 3.6, Ch. 3 lab).
+"""What one step of each member of the GRPO family (and PPO) costs (book section 3.8, Ch. 3 lab).
 
 For the same samples per step the variants differ in the models they hold (a frozen reference
 when a KL term is on, a critic for PPO), in the passes they make, and — for DAPO's dynamic
 sampling — in how many sampling rounds they need to fill a batch with groups that carry a
 learning signal. A group whose G rewards are all equal has zero advantage everywhere: with a
-verifier's 0/1 reward and per-prompt pass rate p it happens with probability p^G + (1 - p)^G, so
+verifier's 0/1 reward and per-prompt pass rate q it happens with probability q^G + (1 - q)^G, so
 as the policy improves, more of each batch is wasted (GRPO) or must be resampled (DAPO).
 
 Memory counts model states only (no activations, no KV cache): 16 bytes per trainable parameter
@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .checks import check_choice, check_int, check_number
+from .checks import check_choice, check_int, check_number, check_real_array
 from .workdepth import WorkDepth, _Model, grpo_step_workdepth, ppo_step_workdepth
 
 __all__ = ["BYTES_PER_TRAINABLE_PARAM", "BYTES_PER_FROZEN_PARAM", "informative_fraction",
@@ -27,38 +27,51 @@ __all__ = ["BYTES_PER_TRAINABLE_PARAM", "BYTES_PER_FROZEN_PARAM", "informative_f
 
 BYTES_PER_TRAINABLE_PARAM = 16      # ZeRO Fig. 1, mixed-precision Adam
 BYTES_PER_FROZEN_PARAM = 2          # bf16 weights
-VARIANT_KL = {"grpo": "loss", "dr_grpo": "loss", "dapo": "loss", "rloo": "reward",
+VARIANT_KL = {"grpo": "loss", "dr_grpo": "loss", "dapo": None, "rloo": "loss",
               "reinforce_pp": "reward", "ppo": "reward"}
-"""Where each variant puts its KL term when ``kl_coef`` > 0 (in the loss, or in the reward)."""
+"""Where each variant puts its KL term when ``kl_coef`` > 0, as the library's loops do: in the
+loss, or in the reward; None: DAPO removes the KL term (Yu et al. 2025), so it holds no
+reference model whatever ``kl_coef`` is."""
 
 
 def informative_fraction(pass_rates, group_size: int) -> float:
     """Expected share of groups whose G rewards are not all equal (0/1 rewards).
 
     Args:
-        pass_rates: (n,) or scalar, each prompt's probability of a correct completion, in [0, 1].
+        pass_rates: scalar or (n,), each prompt's probability q of a correct completion, in
+            [0, 1].
         group_size: G >= 1.
     Returns:
-        mean over prompts of 1 - p^G - (1 - p)^G (0 for G = 1: a lone sample has no group
+        mean over prompts of 1 - q^G - (1 - q)^G (0 for G = 1: a lone sample has no group
         baseline).
     Raises:
-        ValueError: naming ``pass_rates`` (empty, NaN, outside [0, 1]) or ``group_size``.
+        ValueError: naming ``pass_rates`` (empty, not real numbers, NaN, outside [0, 1], more
+            than one dimension) or ``group_size``.
     """
     check_int("group_size", group_size, 1)
-    p = np.asarray(pass_rates, dtype=float).reshape(-1)
-    if p.size == 0 or not np.all((p >= 0) & (p <= 1)):
-        raise ValueError("pass_rates must be probabilities in [0, 1] (no NaN), at least one; "
-                         f"got {pass_rates!r}")
-    return float(np.mean(1 - p ** group_size - (1 - p) ** group_size))
+    q = check_real_array("pass_rates", pass_rates, low=0, high=1).reshape(-1)
+    return float(np.mean(1 - q ** group_size - (1 - q) ** group_size))
 
 
-def _binom_pmf(n: int, f: float, upto: int) -> list[float]:
-    """P(X = j) for j < ``upto``, X ~ Binomial(n, f), in log space (n may be large)."""
-    if f <= 0 or f >= 1:
-        return [float(j == (n if f >= 1 else 0)) for j in range(upto)]
-    lf, lq = math.log(f), math.log1p(-f)
-    return [math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1)
-                     + j * lf + (n - j) * lq) if j <= n else 0.0 for j in range(upto)]
+_EXACT_MAX_PROMPTS = 4096      # above: normal approximation of the binomial
+_MAX_ROUNDS = 10_000
+
+
+def _short(n: int, f: float, B: int) -> tuple[float, float]:
+    """For X ~ Binomial(n, f): P(X < B) and E[X; X < B]."""
+    if f <= 0:
+        return 1.0, 0.0
+    if f >= 1:
+        return (1.0, float(n)) if n < B else (0.0, 0.0)
+    if B > _EXACT_MAX_PROMPTS:                     # continuity-corrected normal approximation
+        mu, sd = n * f, math.sqrt(n * f * (1 - f))
+        z = (B - 0.5 - mu) / sd
+        cdf, pdf = 0.5 * math.erfc(-z / math.sqrt(2)), math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+        return cdf, max(0.0, mu * cdf - sd * pdf)
+    j = np.arange(min(B, n + 1), dtype=np.float64)
+    log_comb = np.concatenate([[0.0], np.cumsum(np.log((n - j[1:] + 1) / j[1:]))])
+    pmf = np.exp(log_comb + j * math.log(f) + (n - j) * math.log1p(-f))
+    return min(1.0, float(pmf.sum())), float((j * pmf).sum())
 
 
 def dynamic_sampling_rounds(informative_frac: float, num_prompts: int,
@@ -67,44 +80,47 @@ def dynamic_sampling_rounds(informative_frac: float, num_prompts: int,
 
     Each round samples ``num_prompts`` (B) groups, each informative with probability f
     independently, and keeps the informative ones; sampling stops once B are kept or after
-    ``max_resample_rounds`` extra rounds. After k rounds the kept count is Binomial(k B, f), so
+    K = ``max_resample_rounds`` extra rounds. After k rounds the kept count is Binomial(k B, f),
+    so
 
-        E[rounds] = 1 + sum_{k=1}^{max} P(Binomial(k B, f) < B)
+        E[rounds] = 1 + sum_{k=1}^{K} P(Binomial(k B, f) < B).
 
-    which is about ceil(1 / f) for large B (whole rounds: f = 0.9 needs 2), not 1 / f.
+    For large B this is a staircase in 1/f (whole rounds: f = 0.9 needs 2), not 1/f itself.
+    Exact for B <= 4096; above, the binomial is replaced by its normal approximation.
 
     Args:
         informative_frac: f in [0, 1], e.g. from :func:`informative_fraction`.
         num_prompts: B >= 1.
-        max_resample_rounds: extra rounds allowed; None = no limit (f must then be > 0).
+        max_resample_rounds: K in [0, 10000]; None = no limit (then f must be >= 0.001).
     Returns:
         dict with ``expected_rounds`` (also the completions generated per completion of a
-        full batch), ``prob_short``, the probability that the batch is
-        still not full when sampling stops (then the informative groups found are used).
+        full batch), ``prob_short``, the probability that the batch is still not full when
+        sampling stops (then the informative groups found are used), and
+        ``expected_informative``, the expected informative groups trained on (<= B).
     Raises:
         ValueError: naming the argument out of range.
     """
     check_number("informative_frac", informative_frac, low=0, high=1)
     check_int("num_prompts", num_prompts, 1)
     check_int("max_resample_rounds", max_resample_rounds, 0, optional=True)
-    f, B = float(informative_frac), num_prompts
-    if max_resample_rounds is None and f == 0:
-        raise ValueError("informative_frac must be > 0 when max_resample_rounds is None "
-                         "(no informative group ever comes: sampling never stops)")
-    rounds, k = 1.0, 1
-    while max_resample_rounds is None or k <= max_resample_rounds:
-        short = min(1.0, sum(_binom_pmf(k * B, f, B)))
+    f, B, K = float(informative_frac), int(num_prompts), max_resample_rounds
+    if K is not None and K > _MAX_ROUNDS:
+        raise ValueError(f"max_resample_rounds must be <= {_MAX_ROUNDS} (or None), got {K}")
+    if K is None and f < 1e-3:
+        raise ValueError(f"informative_frac={f} needs about {1 / f if f else math.inf:.3g} "
+                         "rounds; with no limit (max_resample_rounds=None) it must be >= 0.001")
+    rounds, k, short = 1.0, 1, 1.0
+    while K is None or k <= K:
+        short = _short(k * B, f, B)[0]
         rounds += short
-        if max_resample_rounds is None and short < 1e-12:
+        if short < 1e-12:
             break
         k += 1
-    if max_resample_rounds is None:                         # sampling goes on until full
-        return {"expected_rounds": rounds,
-                "prob_short": 0.0, "expected_informative": float(B)}
-    pmf = _binom_pmf((max_resample_rounds + 1) * B, f, B)  # kept after the last round, < B
-    short = min(1.0, sum(pmf))
-    return {"expected_rounds": rounds, "prob_short": short,
-            "expected_informative": B * (1 - short) + sum(j * q for j, q in enumerate(pmf))}
+    if K is None or short < 1e-12:                          # the batch is full in the end
+        return {"expected_rounds": rounds, "prob_short": 0.0, "expected_informative": float(B)}
+    prob_short, kept_if_short = _short((K + 1) * B, f, B)    # kept after the last round, < B
+    return {"expected_rounds": rounds, "prob_short": prob_short,
+            "expected_informative": B * (1 - prob_short) + kept_if_short}
 
 
 @dataclass(frozen=True)
@@ -116,8 +132,10 @@ class VariantCost:
         model_state_bytes: their states' bytes (16 per trainable, 2 per frozen parameter).
         samples_generated: expected completions generated per step (resampling included).
         informative_groups: expected groups per step with a non-zero advantage (GRPO-style
-            estimators; for PPO and REINFORCE++ every sample can carry signal: None).
-        passes: {"forward": sequences, "backward": sequences} through any model per step.
+            estimators; for PPO and REINFORCE++ every sample can carry signal: None). The
+            other groups still carry the KL term's gradient when there is one.
+        passes: {"forward": sequences, "backward": sequences} of the training side per step
+            (reference, values, policy and critic passes; generation is not included).
         workdepth: phases with work and depth (rollout phases scaled by the expected rounds).
     """
 
@@ -140,10 +158,11 @@ def variant_step_cost(variant: str, *, num_layers: int, hidden_size: int, num_he
     """Cost of one step of ``variant`` for B = ``num_prompts`` prompts x G = ``group_size``
     samples (PPO: B G prompts x 1 sample, ``ppo_epochs`` x ``num_minibatches`` updates, the
     critic of the policy's shape). ``kl_coef`` > 0 adds the frozen reference model and its
-    forward pass (KL in the loss or the reward: :data:`VARIANT_KL`). ``informative_frac`` is
-    the share of groups whose rewards differ (:func:`informative_fraction`); DAPO ("dapo")
-    resamples to replace the others, the rest train on them with zero advantage. Old log-probs
-    are taken as recorded at sampling time (no extra pass), as the library's loops do.
+    forward pass (KL in the loss or the reward; DAPO has none: :data:`VARIANT_KL`).
+    ``informative_frac`` is the share of groups whose rewards differ
+    (:func:`informative_fraction`); DAPO ("dapo") resamples to replace the others, the rest
+    train on them with zero advantage. Old log-probs are taken as recorded at sampling time
+    (no extra pass), as the library's loops do.
 
     Shapes as :func:`rlmperf_lite.workdepth.grpo_step_workdepth`.
     Raises:
@@ -152,6 +171,12 @@ def variant_step_cost(variant: str, *, num_layers: int, hidden_size: int, num_he
     check_choice("variant", variant, tuple(VARIANT_KL))
     check_number("kl_coef", kl_coef, low=0)
     check_number("informative_frac", informative_frac, low=0, high=1)
+    check_int("num_prompts", num_prompts, 1)
+    check_int("group_size", group_size, 2 if variant in ("grpo", "dr_grpo", "dapo", "rloo")
+              else 1)
+    check_int("max_resample_rounds", max_resample_rounds, 0, optional=True)
+    if VARIANT_KL[variant] is None:
+        kl_coef = 0.0
     model = dict(num_layers=num_layers, hidden_size=hidden_size, num_heads=num_heads,
                  vocab_size=vocab_size, intermediate_size=intermediate_size, mlp=mlp,
                  attention=attention)
@@ -162,7 +187,6 @@ def variant_step_cost(variant: str, *, num_layers: int, hidden_size: int, num_he
     trainable, frozen = ["policy"], ["reference"] if kl_coef > 0 else []
     rounds, informative = 1.0, B * informative_frac
     if variant == "ppo":
-        check_int("group_size", G, 1)
         wd = ppo_step_workdepth(**model, num_prompts=B * G, ppo_epochs=ppo_epochs,
                                 num_minibatches=num_minibatches, **lengths)
         trainable.append("critic")
@@ -170,7 +194,6 @@ def variant_step_cost(variant: str, *, num_layers: int, hidden_size: int, num_he
         fwd = n * (1 + ppo_epochs * 2 + (kl_coef > 0))       # values, policy+critic per epoch
         passes, informative = {"forward": fwd, "backward": 2 * ppo_epochs * n}, None
     else:
-        check_int("group_size", G, 1 if variant == "reinforce_pp" else 2)
         wd = grpo_step_workdepth(**model, num_prompts=B, group_size=G, **lengths)
         if variant == "dapo":
             ds = dynamic_sampling_rounds(informative_frac, B, max_resample_rounds)
@@ -202,8 +225,12 @@ def compare_variants(*, pass_rate: float, kl_coef: float = 0.0,
         ValueError: as :func:`informative_fraction` and :func:`variant_step_cost`; a group
             size of 1 is rejected (only REINFORCE++ and PPO could run it).
     """
+    check_number("pass_rate", pass_rate, low=0, high=1)
     check_int("group_size", shape.get("group_size"), 2)
     f = informative_fraction(pass_rate, shape["group_size"])
+    if f == 0 and max_resample_rounds is None:
+        raise ValueError(f"pass_rate={pass_rate} makes every group uninformative: DAPO with "
+                         "no limit on resampling (max_resample_rounds=None) would never stop")
     return [variant_step_cost(v, kl_coef=kl_coef, informative_frac=f,
                               max_resample_rounds=max_resample_rounds, **shape)
             for v in VARIANT_KL]

@@ -35,6 +35,9 @@ def test_shared_base_model_trains_exactly_like_its_own_warm_start():
     bad = {**own.base_params, "wte": np.zeros((3, 3))}
     with pytest.raises(ValueError, match=r"base_params\['wte'\] has shape"):
         train_grpo(c, base_params=bad)
+    bad = {**own.base_params, "wte": np.full_like(own.base_params["wte"], np.nan)}
+    with pytest.raises(ValueError, match=r"base_params\['wte'\] has non-finite values"):
+        train_grpo(c, base_params=bad)
 
 
 def test_sweep_in_worker_processes_equals_the_in_process_sweep():
@@ -48,8 +51,10 @@ def test_sweep_in_worker_processes_equals_the_in_process_sweep():
     assert _no_timings(one[1].history) == _no_timings(alone.history)
     with pytest.raises(ValueError, match="variant must be one of"):
         run_sweep(variants=["ppo"], seeds=[0])
-    with pytest.raises(ValueError, match="seeds must be a non-empty list"):
-        run_sweep(seeds=[0, 0])
+    for bad in ({"seeds": [0, 0]}, {"seeds": 0}, {"seeds": [[0]]}, {"variants": "grpo"},
+                {"seeds": [0], "seed": 3}):
+        with pytest.raises(ValueError, match="seeds|variants"):
+            run_sweep(**bad)
     with pytest.raises(ValueError, match="max_workers"):
         run_sweep(seeds=[0], max_workers=0)
 
@@ -95,6 +100,10 @@ def test_kl_estimator_gradients_as_losses_on_three_actions():
     assert np.abs(g["k3"] - g["kl_pi_ref"]).max() > 0.1
     with pytest.raises(ValueError, match="ref_probs must be 3 positive"):
         categorical_kl_gradients(logits, [0.5, 0.5, 0.0])
+    far = categorical_kl_gradients([0.0, -500.0], [0.5, 0.5])    # pi(1) ~ 1e-217: still exact
+    np.testing.assert_allclose(far["k3"], [0.5, -0.5])
+    with pytest.raises(ValueError, match="logits must lie within 600"):
+        categorical_kl_gradients([800.0, 0.0], [0.5, 0.5])
     with pytest.raises(ValueError, match="logits must be"):
         categorical_kl_gradients([1.0], [1.0])
 
@@ -103,8 +112,10 @@ def test_informative_fraction_known_values_and_measured_on_the_toy_policy():
     assert informative_fraction(0.5, 4) == pytest.approx(1 - 2 / 16)
     assert informative_fraction([0.0, 1.0], 8) == 0
     assert informative_fraction(0.3, 1) == 0
-    with pytest.raises(ValueError, match="pass_rates"):
-        informative_fraction([0.2, float("nan")], 4)
+    for bad in ([0.2, float("nan")], "0.5", True, [0.5, [0.2]], {"a": 1}, 0.5 + 0j, [[0.1]],
+                [], 1.5):
+        with pytest.raises(ValueError, match="pass_rates must be"):
+            informative_fraction(bad, 4)
     # measurement: per-prompt pass rates of the base model from 64 samples each predict the
     # share of groups of 4 (sampled independently) whose rewards differ
     task, cfg = AdditionTask(), GRPOConfig().model
@@ -131,10 +142,18 @@ def test_dynamic_sampling_rounds_limits_and_monte_carlo():
     assert zero["expected_informative"] == 0
     # f = 0.9 with B = 32: one round keeps ~29 groups, so almost always a second round
     assert dynamic_sampling_rounds(0.9, 32, None)["expected_rounds"] == pytest.approx(2, abs=0.05)
-    with pytest.raises(ValueError, match="informative_frac must be > 0"):
+    with pytest.raises(ValueError, match="informative_frac=0.0 needs about inf rounds"):
         dynamic_sampling_rounds(0.0, 32, None)
     with pytest.raises(ValueError, match="num_prompts"):
         dynamic_sampling_rounds(0.5, 0)
+    with pytest.raises(ValueError, match="it must be >= 0.001"):           # would take 1e9 rounds
+        dynamic_sampling_rounds(1e-9, 1, None)
+    with pytest.raises(ValueError, match="max_resample_rounds must be <= 10000"):
+        dynamic_sampling_rounds(0.5, 32, 10**9)
+    assert dynamic_sampling_rounds(1e-9, 32, 10_000)["expected_rounds"] == pytest.approx(10_001)
+    # above 4096 prompts the binomial is replaced by its normal approximation: no jump
+    exact, approx = (dynamic_sampling_rounds(0.5, B, None)["expected_rounds"] for B in (4096, 4097))
+    assert approx == pytest.approx(exact, abs=1e-3)
     rng, f, B, R = np.random.default_rng(0), 0.3, 8, 3
     rounds, kept_used = [], []
     for _ in range(40_000):
@@ -185,6 +204,8 @@ def test_variant_step_cost_models_passes_and_resampling():
         assert dapo.workdepth.phase(name).work_flops == pytest.approx(
             grpo.workdepth.phase(name).work_flops * scale)
     assert variant_step_cost("grpo", informative_frac=0.5, **shape).informative_groups == 16
+    no_kl = variant_step_cost("dapo", kl_coef=0.04, informative_frac=0.5, **shape)
+    assert no_kl.frozen_models == () and no_kl == dapo       # DAPO drops the KL term
     with pytest.raises(ValueError, match="variant must be one of"):
         variant_step_cost("dpo", **shape)
     with pytest.raises(ValueError, match="group_size"):
@@ -199,5 +220,7 @@ def test_compare_variants_uses_the_pass_rate_for_every_variant():
                                           "ppo"]
     assert costs[0].informative_groups == pytest.approx(32 * 0.875)
     assert costs[2] == variant_step_cost("dapo", informative_frac=0.875, **shape)
-    with pytest.raises(ValueError, match="pass_rates must be probabilities"):
+    with pytest.raises(ValueError, match="pass_rate must be a finite number in"):
         compare_variants(pass_rate=1.5, **shape)
+    with pytest.raises(ValueError, match="pass_rate=1.0 makes every group uninformative"):
+        compare_variants(pass_rate=1.0, max_resample_rounds=None, **shape)

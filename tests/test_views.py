@@ -1,4 +1,6 @@
 """Views: charts build valid Vega-Lite specs from library results; the widget shows errors."""
+import pytest
+
 from rlmperf_lite.nn import TinyLMConfig
 from rlmperf_lite.rl import GRPOConfig, train_grpo
 from rlmperf_lite.views import (learning_curve_chart, phase_time_chart, workdepth_chart,
@@ -43,6 +45,8 @@ def test_variant_cost_widget_tables_every_variant_and_shows_errors():
     assert "policy / reference" in message.value
     sliders[1].value = 1                                   # G = 1: no group baseline
     assert "group_size must be an int &gt;= 2, got 1" in message.value
+    with pytest.raises(ValueError, match="needs the model's shape"):
+        variant_cost_widget()
 
 
 def test_sweep_charts_carry_the_runs_values():
@@ -55,3 +59,7 @@ def test_sweep_charts_carry_the_runs_values():
                       "variant": "grpo", "seed": "0"}]
     spread = sweep_spread_chart(runs).to_dict()["data"]["values"]
     assert sorted(r["value"] for r in spread) == [1.0, 8]     # seed 1 never reached: left out
+    for call in (lambda: sweep_curves_chart([]), lambda: sweep_spread_chart([]),
+                 lambda: sweep_curves_chart(runs, x="steps")):
+        with pytest.raises(ValueError, match="runs is empty|x must be one of"):
+            call()

@@ -58,7 +58,7 @@ def copy_params(params: dict, cfg: TinyLMConfig, name: str = "params") -> dict:
     with the right shape (keys and shapes as :func:`init_params`).
 
     Raises:
-        ValueError: naming ``name`` and the missing, extra or misshapen weight.
+        ValueError: naming ``name`` and the missing, extra, misshapen or non-finite weight.
     """
     if not isinstance(params, dict):
         raise ValueError(f"{name} must be a dict of weights, got {type(params).__name__}")
@@ -70,6 +70,8 @@ def copy_params(params: dict, cfg: TinyLMConfig, name: str = "params") -> dict:
         if np.shape(params[key]) != shape:
             raise ValueError(f"{name}[{key!r}] has shape {np.shape(params[key])}, the model "
                              f"config needs {shape}")
+        if not np.all(np.isfinite(params[key])):
+            raise ValueError(f"{name}[{key!r}] has non-finite values (NaN or inf)")
     return {k: np.array(v, dtype=np.float32) for k, v in params.items()}
 
 

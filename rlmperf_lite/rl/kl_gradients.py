@@ -1,5 +1,5 @@
 """Exact expected gradients of the KL estimators used as losses, on one categorical policy
-(book section 3.5, Chapter 3 lab; Tang & Munos 2025, "On a few pitfalls in KL divergence gradient
+(book section 3.6, Chapter 3 lab; Tang & Munos 2025, "On a few pitfalls in KL divergence gradient
 estimation for RL", arXiv 2506.09477).
 
 GRPO adds ``kl_coef * k(x)`` to the loss, with k one of Schulman's estimators of KL(pi || ref)
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_real_array
 from .losses import kl_estimate_grad
 
 __all__ = ["categorical_kl_gradients"]
@@ -33,18 +34,23 @@ def categorical_kl_gradients(logits, ref_probs) -> dict:
         gradient E[k1(x) d log pi(x)], as PPO-style RLHF and REINFORCE++ put the KL in the reward.
         Expected (tested): k1 -> 0; k2 -> kl_pi_ref; k3 -> kl_ref_pi; k1_reward -> kl_pi_ref.
     Raises:
-        ValueError: naming ``logits`` or ``ref_probs`` (shape, non-finite, not a distribution).
+        ValueError: naming ``logits`` (shape, non-finite, spread > 600) or ``ref_probs`` (not
+            a positive distribution of the same size).
     """
-    z = np.asarray(logits, dtype=float)
-    ref = np.asarray(ref_probs, dtype=float)
-    if z.ndim != 1 or z.size < 2 or not np.all(np.isfinite(z)):
-        raise ValueError(f"logits must be a finite 1-D array of >= 2 actions, got {logits!r}")
+    z = check_real_array("logits", logits)
+    ref = check_real_array("ref_probs", ref_probs, low=0, high=1)
+    if z.ndim != 1 or z.size < 2:
+        raise ValueError(f"logits must be a 1-D array of >= 2 actions, got {logits!r}")
     if ref.shape != z.shape or not np.all(ref > 0) or abs(ref.sum() - 1) > 1e-9:
         raise ValueError(f"ref_probs must be {z.shape[0]} positive probabilities summing to 1, "
                          f"got {ref_probs!r}")
-    pi = np.exp(z - z.max())
-    pi /= pi.sum()
-    logpi, logref = np.log(pi), np.log(ref)
+    if np.ptp(z) > 600:
+        raise ValueError(f"logits must lie within 600 of each other (else a probability "
+                         f"underflows and k3's expectation overflows), got a spread of "
+                         f"{np.ptp(z):.4g}")
+    shifted = z - z.max()
+    logpi = shifted - np.log(np.exp(shifted).sum())            # log-softmax: no log(0)
+    pi, logref = np.exp(logpi), np.log(ref)
     dlogpi = np.eye(z.size) - pi                      # row x: d log pi(x) / d logits
     out = {kind: (pi * kl_estimate_grad(logpi[None], logref[None], kind)[0]) @ dlogpi
            for kind in ("k1", "k2", "k3")}

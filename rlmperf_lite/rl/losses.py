@@ -133,7 +133,9 @@ def aggregate_weights(completion_mask, mode: str = "token-mean", *, max_len: int
       original GRPO objective, DeepSeekMath Eq. 3): a token of a short answer weighs more.
     - ``"seq-mean-token-sum"``: sum over each sequence's tokens, mean over sequences.
     - ``"seq-mean-token-sum-norm"``: sum over tokens divided by the constant ``max_len`` (default
-      R), mean over sequences (Dr. GRPO, arXiv 2503.20783, Sec. 3.1): no length bias.
+      R), mean over sequences (Dr. GRPO, arXiv 2503.20783, Sec. 3.1): no length bias. verl's
+      mode of this name sums over the whole batch without the mean over sequences (a constant
+      factor of the batch size, which the learning rate absorbs).
 
     For micro-batches, pass the whole batch's ``num_tokens`` (token-mean) or ``num_seqs`` (the
     seq-mean modes): summing the micro-batch losses then gives exactly the batch loss, where a

@@ -73,6 +73,8 @@ def run_sweep(variants=("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp"), seed
     Args:
         variants: names of ``GRPOConfig.VARIANTS``.
         seeds: ints; one base model is warm-started per seed and shared by its variants.
+            In a script, call run_sweep under ``if __name__ == "__main__":`` (worker processes
+            are started with "spawn", which imports the script again).
         max_workers: worker processes; None = the cores this process may use; 1 = run
             everything in this process (no pool).
         overrides: ``GRPOConfig`` fields applied to every variant (e.g. ``steps=600``).
@@ -82,10 +84,15 @@ def run_sweep(variants=("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp"), seed
         ValueError: an unknown variant, an empty or repeated list, a bad ``max_workers`` or
             target, or any ``GRPOConfig`` check (raised before anything runs).
     """
+    for name, items, kind in (("variants", variants, str), ("seeds", seeds, int)):
+        ok = isinstance(items, (list, tuple)) and items and all(
+            isinstance(x, kind) and not isinstance(x, bool) for x in items)
+        if not ok or len(set(items)) != len(items):
+            raise ValueError(f"{name} must be a non-empty list of {kind.__name__}s without "
+                             f"repeats, got {items!r}")
+    if "seed" in overrides:
+        raise ValueError("pass seeds=[...] rather than seed= (each run gets its own seed)")
     variants, seeds = list(variants), list(seeds)
-    for name, items in (("variants", variants), ("seeds", seeds)):
-        if not items or len(set(items)) != len(items):
-            raise ValueError(f"{name} must be a non-empty list without repeats, got {items!r}")
     check_number("target_accuracy", target_accuracy, low=0, high=1, low_open=True)
     check_int("eval_every", eval_every, 1)
     check_int("max_workers", max_workers, 1, optional=True)
@@ -96,7 +103,9 @@ def run_sweep(variants=("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp"), seed
             raise ValueError(f"variants of seed {s} differ in a warm-start field "
                              f"{_WARMSTART_FIELDS}; they cannot share a base model")
     task = AdditionTask()
-    workers = min(max_workers or len(os.sched_getaffinity(0)), len(configs))
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count() or 1)                          # Linux, or macOS / Windows
+    workers = min(max_workers or cores, len(configs))
     bar = tqdm(total=len(configs), desc="runs", unit="run", ascii=True,   # a text bar: it also
                disable=not progress)                                  # shows in saved HTML
     runs = {}

@@ -67,6 +67,10 @@ def sweep_curves_chart(runs: list, *, x: str = "samples",
     """``runs``: :class:`rlmperf_lite.rl.SweepRun` list. Held-out greedy accuracy against
     ``x`` ("samples" generated, "step" or "train_s"), one panel per variant, the target dashed."""
     titles = {"samples": "completions generated", "step": "step", "train_s": "training seconds"}
+    if x not in titles:
+        raise ValueError(f"x must be one of {tuple(titles)}, got {x!r}")
+    if not runs:
+        raise ValueError("runs is empty: pass the list run_sweep returned")
     rows = [{**p, "variant": r.variant, "seed": str(r.seed)} for r in runs for p in r.curve]
     order = list(dict.fromkeys(r.variant for r in runs))
     lines = alt.Chart().mark_line(point=True, strokeWidth=1.5).encode(
@@ -87,6 +91,8 @@ def sweep_spread_chart(runs: list, *,
                        title: str = "Cost of reaching the target: each seed, mean and range"):
     """Per variant, the samples and the training seconds each seed needed to reach the target
     (points), their mean (tick) and min-max range (rule). Runs that missed it are left out."""
+    if not runs:
+        raise ValueError("runs is empty: pass the list run_sweep returned")
     rows = [{"variant": r.variant, "seed": str(r.seed), "measure": m, "value": p[k]}
             for r in runs if (p := r.reached)
             for m, k in (("completions generated", "samples"), ("training seconds", "train_s"))]
@@ -106,12 +112,17 @@ def sweep_spread_chart(runs: list, *,
 
 
 def lines_chart(rows: list, *, x: str, y: str, color: str, x_title: str, y_title: str,
-                title: str, points: list | None = None):
+                title: str, points: list | None = None, dashed: tuple = ()):
     """A plain line chart of ``rows`` (dicts), one line per value of ``color``; ``points``
-    (dicts with the same x and y keys) are overlaid as black dots, e.g. measurements."""
+    (dicts with the same x and y keys) are overlaid as black dots, e.g. measurements. Lines
+    whose ``color`` value is in ``dashed`` are drawn thick and dashed, so that a line lying on
+    top of another stays visible."""
+    is_dashed = alt.FieldOneOfPredicate(field=color, oneOf=list(dashed))
     lines = alt.Chart(alt.Data(values=rows)).mark_line().encode(
         x=alt.X(f"{x}:Q", title=x_title), y=alt.Y(f"{y}:Q", title=y_title),
         color=alt.Color(f"{color}:N", title=color, sort=None),
+        strokeDash=alt.condition(is_dashed, alt.value([6, 4]), alt.value([1, 0])),
+        strokeWidth=alt.condition(is_dashed, alt.value(4), alt.value(1.5)),
         tooltip=[f"{color}:N", alt.Tooltip(f"{x}:Q", format=".3g"),
                  alt.Tooltip(f"{y}:Q", format=".3g")])
     if points:

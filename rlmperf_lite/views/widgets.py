@@ -82,13 +82,18 @@ def variant_cost_widget(**model):
     traceback."""
     import ipywidgets as w
 
+    missing = [k for k in ("num_layers", "hidden_size", "num_heads", "vocab_size")
+               if k not in model]
+    if missing:
+        raise ValueError(f"variant_cost_widget needs the model's shape; missing {missing} "
+                         "(e.g. variant_cost_widget(**LLAMA2_7B) in the Chapter 3 lab)")
     sliders = {
         "num_prompts": w.IntSlider(value=32, min=1, max=512, description="B prompts"),
         "group_size": w.IntSlider(value=16, min=1, max=64, description="G group"),
         "prompt_len": w.IntSlider(value=512, min=1, max=8192, description="P prompt"),
         "response_len": w.IntSlider(value=4096, min=1, max=32768, description="R response"),
         "pass_rate": w.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05,
-                                   description="pass rate p"),
+                                   description="pass rate q"),
         "kl_coef": w.FloatSlider(value=0.0, min=0.0, max=0.1, step=0.001, readout_format=".3f",
                                  description="kl_coef"),
         "max_resample_rounds": w.IntSlider(value=3, min=0, max=20, description="DAPO extra"),
