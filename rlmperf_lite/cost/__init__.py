@@ -1,0 +1,9 @@
+"""Cost models of real models and hardware (book Part II): model shapes and exact parameter
+counts, accelerator presets, FLOPs, bytes, memory and time of each phase of an RL step."""
+from .hardware import HardwareSpec, hardware_preset, hardware_presets, measure_cpu
+from .hf import from_hf_config
+from .model import ModelConfig
+from .presets import model_preset, model_presets, preset_record
+
+__all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "preset_record",
+           "HardwareSpec", "hardware_preset", "hardware_presets", "measure_cpu"]

@@ -1,0 +1,147 @@
+"""Accelerators: peak FLOP/s, memory and bandwidths, with sources, and a preset measured on the
+reader's own CPU (book Chapter 4).
+
+All figures are per device. FLOP/s are *dense* peaks (vendors often print "with sparsity", twice
+the dense figure); link bandwidths are per GPU in one direction (NVLink's "900 GB/s" for H100 is
+the two directions added). ``hbm_bytes`` takes the vendor's "80GB" as 80e9 bytes. Sources: each
+preset's ``sources`` field, from the vendors' datasheets.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from ..checks import check_number
+
+__all__ = ["HardwareSpec", "hardware_preset", "hardware_presets", "measure_cpu"]
+
+_ALIASES = {"h100": "h100-sxm", "a100": "a100-80gb", "a100-40": "a100-40gb",
+            "a100-80": "a100-80gb", "h200-sxm": "h200", "mi300": "mi300x"}
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One accelerator (or the measured CPU).
+
+    Attributes:
+        peak_flops: {dtype: dense peak FLOP/s}, dtypes among fp64, fp32, tf32, bf16, fp16, fp8,
+            fp4.
+        hbm_bytes, hbm_bandwidth_bytes_per_s: device memory and its bandwidth.
+        intra_node_bandwidth_bytes_per_s, inter_node_bandwidth_bytes_per_s: per GPU, one
+            direction (NVLink / Infinity Fabric; the node's network card per GPU).
+        gpus_per_node: devices per node.
+        sources: {field: where the value comes from}.
+    """
+
+    name: str
+    peak_flops: dict
+    hbm_bytes: float
+    hbm_bandwidth_bytes_per_s: float
+    intra_node_bandwidth_bytes_per_s: float | None = None
+    inter_node_bandwidth_bytes_per_s: float | None = None
+    gpus_per_node: int = 1
+    sources: dict = field(default_factory=dict, compare=False)
+
+    def peak(self, dtype: str = "bf16") -> float:
+        """Dense peak FLOP/s for ``dtype``.
+
+        Raises:
+            ValueError: the device has no figure for that dtype (e.g. fp8 on A100).
+        """
+        if dtype not in self.peak_flops:
+            raise ValueError(f"{self.name} has no peak for dtype {dtype!r}; it has "
+                             f"{sorted(self.peak_flops)}")
+        return float(self.peak_flops[dtype])
+
+    @property
+    def ridge_intensity(self) -> float:
+        """bf16 (else fp32) peak / memory bandwidth: the arithmetic intensity (FLOPs per byte)
+        above which a kernel is compute-bound on the roofline."""
+        dtype = "bf16" if "bf16" in self.peak_flops else "fp32"
+        return self.peak(dtype) / self.hbm_bandwidth_bytes_per_s
+
+
+@lru_cache(maxsize=None)
+def _table() -> dict:
+    path = resources.files("rlmperf_lite.cost") / "data" / "hardware.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def hardware_presets() -> list[str]:
+    """Names of the shipped accelerator presets."""
+    return sorted(_table())
+
+
+def hardware_preset(name: str) -> HardwareSpec:
+    """A shipped accelerator by name (case-insensitive; "h100" = "h100-sxm", "a100" =
+    "a100-80gb").
+
+    Raises:
+        ValueError: an unknown name, listing the known ones.
+    """
+    key = name.lower() if isinstance(name, str) else name
+    key = _ALIASES.get(key, key)
+    table = _table()
+    if key not in table:
+        raise ValueError(f"unknown hardware preset {name!r}; known: {', '.join(sorted(table))} "
+                         f"(aliases: {', '.join(sorted(_ALIASES))})")
+    d = table[key]
+    return HardwareSpec(name=d["name"], peak_flops=dict(d["peak_flops"]),
+                        hbm_bytes=float(d["hbm_bytes"]),
+                        hbm_bandwidth_bytes_per_s=float(d["hbm_bandwidth_bytes_per_s"]),
+                        intra_node_bandwidth_bytes_per_s=d["intra_node_bandwidth_bytes_per_s"],
+                        inter_node_bandwidth_bytes_per_s=d["inter_node_bandwidth_bytes_per_s"],
+                        gpus_per_node=d["gpus_per_node"], sources=d["sources"])
+
+
+def _best_rate(fn, work: float, seconds: float) -> float:
+    """Largest work / time over repeated calls of ``fn`` within about ``seconds``."""
+    best, end = 0.0, time.perf_counter() + seconds
+    while True:
+        t = time.perf_counter()
+        fn()
+        best = max(best, work / (time.perf_counter() - t))
+        if time.perf_counter() > end:
+            return best
+
+
+def measure_cpu(seconds: float = 1.0, *, matrix_size: int = 512,
+                array_bytes: int = 64 * 2**20) -> HardwareSpec:
+    """Measure this machine: float32 and float64 GEMM FLOP/s (numpy's BLAS, with the threads it
+    uses by default) and memory bandwidth (copying an ``array_bytes`` array: bytes read plus
+    bytes written, per second), best of repeated runs within about ``seconds`` in total.
+
+    The result is a lower bound on the CPU's peak (numpy's BLAS, not a tuned kernel), which is
+    what the book's toy model can reach. ``hbm_bytes`` is the physical RAM.
+
+    Raises:
+        ValueError: ``seconds`` outside (0, 60], or sizes below 64 / 1 MiB.
+    """
+    check_number("seconds", seconds, low=0, high=60, low_open=True)
+    if not isinstance(matrix_size, int) or matrix_size < 64:
+        raise ValueError(f"matrix_size must be an int >= 64, got {matrix_size!r}")
+    if not isinstance(array_bytes, int) or array_bytes < 2**20:
+        raise ValueError(f"array_bytes must be an int >= 1 MiB, got {array_bytes!r}")
+    rng = np.random.default_rng(0)
+    n, flops = matrix_size, {}
+    for dtype, key in ((np.float32, "fp32"), (np.float64, "fp64")):
+        a, b = (rng.standard_normal((n, n)).astype(dtype) for _ in range(2))
+        flops[key] = _best_rate(lambda a=a, b=b: a @ b, 2.0 * n ** 3, seconds / 3)
+    src = np.ones(array_bytes // 8)
+    dst = np.empty_like(src)
+    bandwidth = _best_rate(lambda: np.copyto(dst, src), 2.0 * src.nbytes, seconds / 3)
+    try:
+        ram = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):      # not a POSIX system
+        ram = float("nan")
+    how = f"measured by rlmperf_lite.cost.measure_cpu in {seconds:g} s"
+    return HardwareSpec(name="this CPU (measured)", peak_flops=flops, hbm_bytes=ram,
+                        hbm_bandwidth_bytes_per_s=bandwidth, gpus_per_node=1,
+                        sources={"peak_flops": how, "hbm_bandwidth_bytes_per_s": how,
+                                 "hbm_bytes": "os.sysconf physical pages"})

@@ -1,0 +1,111 @@
+"""Read a Hugging Face ``config.json`` into a :class:`ModelConfig` (book Chapter 4).
+
+A config file states sizes but not everything the architecture implies: Qwen2's q/k/v biases,
+Qwen3's q/k norms, OPT's two extra position rows, DeepSeek-V3's router bias are in the modelling
+code, not in the file. ``model_type`` names the architecture, and :data:`FAMILIES` holds what
+each one implies. Fields the cost model does not need (rope scaling, dropout, token ids,
+quantisation...) are ignored.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from .model import ModelConfig
+
+__all__ = ["from_hf_config", "FAMILIES"]
+
+_LLAMA = {"mlp": "swiglu", "position": "rope", "norm": "rmsnorm"}
+FAMILIES = {
+    "llama": _LLAMA,
+    "mistral": _LLAMA,
+    "qwen2": {**_LLAMA, "qkv_bias": True},
+    "qwen3": {**_LLAMA, "qk_norm": True},
+    "mixtral": _LLAMA,
+    "qwen3_moe": {**_LLAMA, "qk_norm": True},
+    "deepseek_v3": {**_LLAMA, "router_bias": True},
+    "opt": {"mlp": "relu", "position": "learned", "norm": "layernorm", "attention_bias": True,
+            "mlp_bias": True, "position_offset": 2, "tie_word_embeddings": True},
+}
+"""What each supported ``model_type`` implies beyond its config.json."""
+
+_COMMON = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+           "num_key_value_heads", "head_dim", "intermediate_size", "tie_word_embeddings",
+           "max_position_embeddings", "attention_bias", "mlp_bias")
+
+
+def _load(config) -> dict:
+    if isinstance(config, (str, os.PathLike)):
+        if not os.path.isfile(config):
+            raise ValueError(f"config path {str(config)!r} is not a file; give a config.json "
+                             "path or a dict")
+        try:
+            with open(config, encoding="utf-8") as fh:
+                return json.load(fh)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"config file {str(config)!r} is not valid JSON: {err}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"config must be a dict or a path to config.json, got "
+                         f"{type(config).__name__}")
+    return config
+
+
+def _need(c: dict, key: str, model_type: str):
+    if c.get(key) is None:
+        raise ValueError(f"config.json of model_type {model_type!r} lacks {key!r}")
+    return c[key]
+
+
+def from_hf_config(config, *, name: str | None = None) -> ModelConfig:
+    """A :class:`ModelConfig` from a Hugging Face config (dict or path to ``config.json``).
+
+    Supported ``model_type``: llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, deepseek_v3, opt.
+
+    Raises:
+        ValueError: an unreadable file, an unsupported ``model_type``, a missing required
+            field (named), or a layout the cost model does not represent (e.g. Qwen3-MoE with
+            ``mlp_only_layers``), and any :class:`ModelConfig` check.
+    """
+    c = _load(config)
+    mt = c.get("model_type")
+    if mt not in FAMILIES:
+        raise ValueError(f"model_type {mt!r} is not supported; supported: {sorted(FAMILIES)}")
+    kw = {k: c[k] for k in _COMMON if c.get(k) is not None}
+    kw.update(FAMILIES[mt])
+    if mt == "opt":
+        kw["intermediate_size"] = _need(c, "ffn_dim", mt)
+        kw["tie_word_embeddings"] = c.get("tie_word_embeddings", True)
+        kw["attention_bias"] = kw["mlp_bias"] = c.get("enable_bias", True)
+        # do_layer_norm_before=False (post-norm, OPT-350M) has the same weights: same count
+        if c.get("word_embed_proj_dim", c.get("hidden_size")) != c.get("hidden_size"):
+            raise ValueError("OPT with word_embed_proj_dim != hidden_size (project_in/out, as "
+                             "OPT-350M) is not represented")
+    elif mt == "mixtral":
+        kw.update(num_experts=_need(c, "num_local_experts", mt),
+                  num_experts_per_tok=_need(c, "num_experts_per_tok", mt),
+                  moe_intermediate_size=_need(c, "intermediate_size", mt))
+    elif mt == "qwen3_moe":
+        if c.get("mlp_only_layers") or c.get("decoder_sparse_step", 1) != 1:
+            raise ValueError("Qwen3-MoE with mlp_only_layers or decoder_sparse_step != 1 is not "
+                             "represented (only all-MoE layer stacks)")
+        kw.update(num_experts=_need(c, "num_experts", mt),
+                  num_experts_per_tok=_need(c, "num_experts_per_tok", mt),
+                  moe_intermediate_size=_need(c, "moe_intermediate_size", mt))
+    elif mt == "deepseek_v3":
+        if c.get("moe_layer_freq", 1) != 1:
+            raise ValueError("DeepSeek-V3 with moe_layer_freq != 1 is not represented")
+        kw.update(num_experts=_need(c, "n_routed_experts", mt),
+                  num_experts_per_tok=_need(c, "num_experts_per_tok", mt),
+                  num_shared_experts=c.get("n_shared_experts") or 0,
+                  moe_intermediate_size=_need(c, "moe_intermediate_size", mt),
+                  first_k_dense_replace=c.get("first_k_dense_replace", 0),
+                  q_lora_rank=c.get("q_lora_rank"), kv_lora_rank=_need(c, "kv_lora_rank", mt),
+                  qk_rope_head_dim=_need(c, "qk_rope_head_dim", mt),
+                  qk_nope_head_dim=_need(c, "qk_nope_head_dim", mt),
+                  v_head_dim=_need(c, "v_head_dim", mt))
+        kw.pop("head_dim", None)
+    for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size"):
+        if key not in kw:
+            _need(c, key, mt)
+    return ModelConfig(**kw, name=name or c.get("_name_or_path") or mt)

@@ -1,0 +1,212 @@
+"""The shape of a real transformer, with Hugging Face field names, and its exact parameter count
+(book Part II, Chapter 4).
+
+A :class:`ModelConfig` covers the decoder families the book uses: Llama / Mistral / Qwen2 / Qwen3
+(RoPE, RMSNorm, SwiGLU, grouped-query attention, with Qwen2's q/k/v biases and Qwen3's per-head
+q/k norms), their mixture-of-experts versions (Mixtral, Qwen3-MoE, DeepSeek-V3 with its shared
+experts, dense first layers and multi-head latent attention), and GPT/OPT-style models (learned
+positions, LayerNorm, biases everywhere, tied embeddings). Counts are of weights and biases as
+the Hugging Face modules hold them (no buffers such as RoPE's ``inv_freq``), so they equal the
+counts published for the checkpoints (tests: ``tests/test_cost_model.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..checks import check_choice, check_int
+
+__all__ = ["ModelConfig"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A decoder-only transformer's shape. Field names and meanings follow Hugging Face's
+    ``config.json``; the extra fields say what the architecture implies (see
+    :meth:`from_hf_config`, which fills them from ``model_type``).
+
+    Raises (on construction):
+        ValueError: naming a non-positive size, an unknown ``mlp``/``position``/``norm``, heads
+            that do not divide, or inconsistent MoE / MLA fields.
+    """
+
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    num_key_value_heads: int | None = None
+    """None: as many as query heads (multi-head attention)."""
+    head_dim: int | None = None
+    """None: hidden_size // num_attention_heads."""
+    tie_word_embeddings: bool = False
+    max_position_embeddings: int = 4096
+    mlp: str = "swiglu"
+    """``"swiglu"`` (gate, up, down: 3 matrices) or ``"gelu"`` / ``"relu"`` (up, down: 2)."""
+    position: str = "rope"
+    """``"rope"`` (no weights) or ``"learned"`` (a table of positions x hidden_size)."""
+    norm: str = "rmsnorm"
+    """``"rmsnorm"`` (a weight) or ``"layernorm"`` (a weight and a bias)."""
+    attention_bias: bool = False
+    """Biases on the q, k, v and output projections (Llama's ``attention_bias``, GPT, OPT)."""
+    qkv_bias: bool = False
+    """Biases on q, k, v only (the Qwen2 family, whose config.json does not say so)."""
+    qk_norm: bool = False
+    """An RMSNorm of head_dim on queries and on keys in every layer (the Qwen3 family)."""
+    mlp_bias: bool = False
+    num_experts: int = 0
+    """Routed experts per MoE layer; 0 = a dense model."""
+    num_experts_per_tok: int = 0
+    num_shared_experts: int = 0
+    """Experts every token goes through, besides its routed ones (DeepSeek)."""
+    moe_intermediate_size: int | None = None
+    first_k_dense_replace: int = 0
+    """The first this-many layers keep a dense MLP of ``intermediate_size`` (DeepSeek)."""
+    router_bias: bool = False
+    """A per-expert bias in the router (DeepSeek-V3's ``e_score_correction_bias``)."""
+    q_lora_rank: int | None = None
+    """Multi-head latent attention (DeepSeek-V2/V3) when ``kv_lora_rank`` is set."""
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    position_offset: int = 0
+    """Extra rows of a learned position table (OPT stores max_position_embeddings + 2)."""
+    name: str = "custom"
+
+    def __post_init__(self):
+        for f in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                  "intermediate_size", "max_position_embeddings"):
+            check_int(f"ModelConfig.{f}", getattr(self, f), 1)
+        for f in ("num_key_value_heads", "head_dim", "moe_intermediate_size", "q_lora_rank",
+                  "kv_lora_rank"):
+            check_int(f"ModelConfig.{f}", getattr(self, f), 1, optional=True)
+        for f in ("num_experts", "num_experts_per_tok", "num_shared_experts",
+                  "first_k_dense_replace", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+                  "position_offset"):
+            check_int(f"ModelConfig.{f}", getattr(self, f), 0)
+        check_choice("ModelConfig.mlp", self.mlp, ("swiglu", "gelu", "relu"))
+        check_choice("ModelConfig.position", self.position, ("rope", "learned"))
+        check_choice("ModelConfig.norm", self.norm, ("rmsnorm", "layernorm"))
+        H, KV = self.num_attention_heads, self.kv_heads
+        if H % KV:
+            raise ValueError(f"ModelConfig.num_key_value_heads={KV} must divide "
+                             f"num_attention_heads={H}")
+        if self.head_dim is None and not self.is_mla and self.hidden_size % H:
+            raise ValueError(f"ModelConfig.num_attention_heads={H} must divide hidden_size="
+                             f"{self.hidden_size} (or give head_dim)")
+        if self.num_experts:
+            if not 1 <= self.num_experts_per_tok <= self.num_experts:
+                raise ValueError(f"ModelConfig.num_experts_per_tok must be in [1, num_experts="
+                                 f"{self.num_experts}], got {self.num_experts_per_tok}")
+            if self.moe_intermediate_size is None:
+                raise ValueError("ModelConfig.moe_intermediate_size is needed with num_experts")
+            if self.first_k_dense_replace > self.num_hidden_layers:
+                raise ValueError("ModelConfig.first_k_dense_replace exceeds num_hidden_layers")
+        if self.is_mla and not (self.qk_rope_head_dim and self.qk_nope_head_dim
+                                and self.v_head_dim):
+            raise ValueError("ModelConfig: multi-head latent attention (kv_lora_rank) needs "
+                             "qk_rope_head_dim, qk_nope_head_dim and v_head_dim > 0")
+
+    # -- derived shape -------------------------------------------------------------------------
+    @property
+    def kv_heads(self) -> int:
+        return self.num_key_value_heads or self.num_attention_heads
+
+    @property
+    def head_size(self) -> int:
+        """Query/key size per head (MLA: nope + rope parts)."""
+        if self.is_mla:
+            return self.qk_nope_head_dim + self.qk_rope_head_dim
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
+
+    # -- parameter counts ----------------------------------------------------------------------
+    def _norm(self, n: int) -> int:
+        return n * (2 if self.norm == "layernorm" else 1)
+
+    def attention_params(self) -> int:
+        """Weights and biases of one layer's attention block (norm excluded)."""
+        d, H, KV, hd = self.hidden_size, self.num_attention_heads, self.kv_heads, self.head_size
+        if self.is_mla:
+            qk, v, rope = self.head_size, self.v_head_dim, self.qk_rope_head_dim
+            r_kv = self.kv_lora_rank
+            q = (d * H * qk if self.q_lora_rank is None else
+                 d * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * H * qk)
+            return (q + d * (r_kv + rope) + r_kv + r_kv * H * (self.qk_nope_head_dim + v)
+                    + H * v * d)
+        n = d * H * hd + 2 * d * KV * hd + H * hd * d
+        if self.attention_bias or self.qkv_bias:
+            n += H * hd + 2 * KV * hd
+        if self.attention_bias:
+            n += d
+        if self.qk_norm:
+            n += 2 * hd
+        return n
+
+    def mlp_params(self, intermediate_size: int | None = None) -> int:
+        """One MLP (a dense layer's, or one expert's with its intermediate size)."""
+        d, f = self.hidden_size, intermediate_size or self.intermediate_size
+        mats = 3 if self.mlp == "swiglu" else 2
+        return mats * d * f + ((mats - 1) * f + d if self.mlp_bias else 0)
+
+    def param_breakdown(self) -> dict:
+        """Exact parameter count by component (all layers summed); values sum to
+        :meth:`num_params`. Keys: embedding, position_embedding, attention, dense_mlp, router,
+        routed_experts, shared_experts, norms, lm_head."""
+        d, L, V = self.hidden_size, self.num_hidden_layers, self.vocab_size
+        dense_layers = L - self.num_moe_layers
+        moe = self.num_moe_layers
+        expert = self.mlp_params(self.moe_intermediate_size) if self.is_moe else 0
+        return {
+            "embedding": V * d,
+            "position_embedding": ((self.max_position_embeddings + self.position_offset) * d
+                                   if self.position == "learned" else 0),
+            "attention": L * self.attention_params(),
+            "dense_mlp": dense_layers * self.mlp_params(),
+            "router": moe * (d * self.num_experts + (self.num_experts if self.router_bias
+                                                     else 0)),
+            "routed_experts": moe * self.num_experts * expert,
+            "shared_experts": moe * self.num_shared_experts * expert,
+            "norms": self._norm(d) * (2 * L + 1),
+            "lm_head": 0 if self.tie_word_embeddings else V * d,
+        }
+
+    def num_params(self) -> int:
+        """Exact number of weights and biases."""
+        return sum(self.param_breakdown().values())
+
+    def num_active_params(self) -> int:
+        """Parameters one token goes through: for MoE, ``num_experts_per_tok`` of the routed
+        experts (shared experts, router, attention and embeddings all count); = num_params for a
+        dense model. The input embedding is counted (one row is read per token; DeepSeek's
+        "37B activated" excludes it)."""
+        b = self.param_breakdown()
+        if self.is_moe:
+            b["routed_experts"] = b["routed_experts"] * self.num_experts_per_tok \
+                // self.num_experts
+        return sum(b.values())
+
+    # -- constructors (defined in hf.py, attached here) ----------------------------------------
+    @classmethod
+    def from_hf_config(cls, config, *, name: str | None = None) -> ModelConfig:
+        """From a Hugging Face ``config.json`` (a dict, or a path to the file); see
+        :func:`rlmperf_lite.cost.hf.from_hf_config`."""
+        from .hf import from_hf_config
+        return from_hf_config(config, name=name)
+
+    @classmethod
+    def preset(cls, name: str) -> ModelConfig:
+        """A shipped preset by name (case-insensitive); see :func:`rlmperf_lite.cost.presets`."""
+        from .presets import model_preset
+        return model_preset(name)

@@ -1,0 +1,101 @@
+"""Model shapes and exact parameter counts (book Chapter 4): every preset against its published
+count, Megatron-LM's Eq. 2, reading real config.json files, and bad input."""
+import json
+
+import pytest
+
+from rlmperf_lite.cost import ModelConfig, from_hf_config, model_preset, model_presets, \
+    preset_record
+
+PUBLISHED = {                      # exact counts published for the checkpoints (see data files)
+    "llama-2-7b": 6_738_415_616, "llama-3.1-8b": 8_030_261_248, "llama-3.1-70b": 70_553_706_496,
+    "llama-3.1-405b": 405_853_388_800, "qwen2.5-7b": 7_615_616_512,
+    "qwen2.5-32b": 32_763_876_352, "qwen2.5-72b": 72_706_203_648, "qwen3-8b": 8_190_735_360,
+    "qwen3-30b-a3b": 30_532_122_624, "qwen3-235b-a22b": 235_093_634_560,
+    "mistral-7b-v0.1": 7_241_732_096, "mixtral-8x7b-v0.1": 46_702_792_704,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_preset_parameter_count_equals_the_published_exact_count(name):
+    assert preset_record(name)["published_num_params"] == PUBLISHED[name]
+    assert model_preset(name).num_params() == PUBLISHED[name]
+
+
+def test_llama_2_7b_from_references():
+    """REFERENCES.md: Llama-2-7B = 6,738,415,616 parameters."""
+    assert model_preset("Llama-2-7B").num_params() == 6_738_415_616
+
+
+def test_deepseek_v3_main_model_and_active_parameters():
+    """DeepSeek-V3 (arXiv 2412.19437): 671B parameters, 37B activated per token. The exact
+    main-model count (without the multi-token-prediction module the HF checkpoint adds, which
+    makes its 685B) rounds to 671.0B; active, without the input embedding, to 36.6B as the
+    weights README states."""
+    c = model_preset("deepseek-v3")
+    assert round(c.num_params() / 1e9, 1) == 671.0
+    embedding = c.vocab_size * c.hidden_size
+    assert round((c.num_active_params() - embedding) / 1e9, 1) == 36.6
+
+
+def test_moe_active_parameters_match_the_model_names():
+    """Model cards: Qwen3-30B-A3B activates 3.3B, Qwen3-235B-A22B 22B, Mixtral 8x7B 12.9B."""
+    assert 3.3e9 <= model_preset("qwen3-30b-a3b").num_active_params() < 3.4e9      # 3.35B
+    assert round(model_preset("qwen3-235b-a22b").num_active_params() / 1e9) == 22
+    assert round(model_preset("mixtral-8x7b-v0.1").num_active_params() / 1e9, 1) == 12.9
+
+
+@pytest.mark.parametrize("name", [n for n in model_presets() if n.startswith(("megatron", "gpt3"))])
+def test_gpt_family_follows_megatron_eq2_and_rounds_to_the_table(name):
+    """Narayanan et al. 2021 (arXiv 2104.04473), Eq. 2: P = 12 l h^2 (1 + 13/(12 h) +
+    (V + s)/(12 l h)); our count adds only the final LayerNorm (2 h) that Eq. 2 leaves out.
+    Each model rounds to its Table 1 size (GPT-3: Brown et al. 2020, Table D.1)."""
+    rec = preset_record(name)
+    c = rec["config"]
+    n_l, h, V, s = c.num_hidden_layers, c.hidden_size, c.vocab_size, c.max_position_embeddings
+    eq2 = 12 * n_l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * n_l * h))
+    assert c.num_params() == pytest.approx(eq2 + 2 * h, rel=1e-12)
+    assert round(c.num_params() / 1e9, 1) == rec["published_params_billion"]
+
+
+def test_breakdown_sums_to_the_total_and_names_components():
+    c = model_preset("deepseek-v3")
+    b = c.param_breakdown()
+    assert sum(b.values()) == c.num_params()
+    assert b["routed_experts"] > 0.9 * c.num_params()        # most of a MoE is its experts
+    assert model_preset("llama-2-7b").param_breakdown()["routed_experts"] == 0
+
+
+def test_from_hf_config_reads_a_file_and_implies_what_the_file_omits(tmp_path):
+    rec = preset_record("qwen2.5-7b")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**rec["hf_config"], "rope_scaling": None, "use_cache": True}))
+    c = ModelConfig.from_hf_config(str(path))
+    assert c.qkv_bias and c.num_params() == PUBLISHED["qwen2.5-7b"]   # biases not in the file
+    plain = {**rec["hf_config"], "model_type": "llama"}                 # same sizes, no biases
+    assert from_hf_config(plain).num_params() == PUBLISHED["qwen2.5-7b"] - 28 * (3584 + 2 * 512)
+
+
+@pytest.mark.parametrize("config, match", [
+    ({"model_type": "gpt_neox"}, "model_type 'gpt_neox' is not supported"),
+    ({"model_type": "llama", "hidden_size": 64}, "lacks 'vocab_size'"),
+    ({"model_type": "llama", "vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 5, "intermediate_size": 128}, "num_attention_heads=5 must divide"),
+    ({"model_type": "llama", "vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 3, "intermediate_size": 128},
+     "num_key_value_heads=3 must divide"),
+    ({"model_type": "qwen3_moe", "vocab_size": 10, "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 128, "num_experts": 4,
+      "num_experts_per_tok": 2, "moe_intermediate_size": 32, "mlp_only_layers": [0]},
+     "mlp_only_layers"),
+    ("/no/such/config.json", "is not a file"),
+    (42, "must be a dict or a path"),
+])
+def test_bad_configs_raise_a_named_value_error(config, match):
+    with pytest.raises(ValueError, match=match):
+        from_hf_config(config)
+
+
+def test_unknown_preset_lists_the_known_ones():
+    with pytest.raises(ValueError, match="unknown model preset 'llama-9'.*llama-2-7b"):
+        model_preset("llama-9")
