@@ -1,9 +1,13 @@
 """Cost models of real models and hardware (book Part II): model shapes and exact parameter
 counts, accelerator presets, FLOPs, bytes, memory and time of each phase of an RL step."""
+from .flops import (decode_flops, forward_flops, matmul_weights_per_token, prefill_flops,
+                    train_flops)
 from .hardware import HardwareSpec, hardware_preset, hardware_presets, measure_cpu
 from .hf import from_hf_config
 from .model import ModelConfig
 from .presets import model_preset, model_presets, preset_record
 
 __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "preset_record",
-           "HardwareSpec", "hardware_preset", "hardware_presets", "measure_cpu"]
+           "HardwareSpec", "hardware_preset", "hardware_presets", "measure_cpu",
+           "matmul_weights_per_token", "forward_flops", "prefill_flops", "decode_flops",
+           "train_flops"]

@@ -197,7 +197,17 @@ class ModelConfig:
                 // self.num_experts
         return sum(b.values())
 
-    # -- constructors (defined in hf.py, attached here) ----------------------------------------
+    # -- constructors --------------------------------------------------------------------------
+    @classmethod
+    def from_tiny_lm(cls, cfg) -> ModelConfig:
+        """The shape of the book's numpy model (:class:`rlmperf_lite.nn.TinyLMConfig`): learned
+        positions, RMSNorm, a 2-matrix MLP, untied head, no biases."""
+        return cls(vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
+                   num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
+                   intermediate_size=cfg.intermediate_size, max_position_embeddings=cfg.max_seq_len,
+                   mlp=cfg.activation, position="learned", norm="rmsnorm", name="tiny-lm")
+
+    # -- Hugging Face configs and presets (hf.py, presets.py) --------------------------
     @classmethod
     def from_hf_config(cls, config, *, name: str | None = None) -> ModelConfig:
         """From a Hugging Face ``config.json`` (a dict, or a path to the file); see

@@ -1,0 +1,148 @@
+"""FLOPs of forward, prefill, decode and training passes of a real model (book Chapter 4).
+
+A FLOP is one multiply or one add: a matrix product of (m, k) by (k, n) costs 2 m k n (Kaplan et
+al. 2020). Only matrix products are counted — the weights' products and attention's two
+products per layer (scores Q K^T and the weighted sum of V) — as the field's formulas do; norms,
+softmax and activations are a few FLOPs per element and left out. Per token a forward pass
+therefore costs 2 x (the matrix weights it goes through) plus attention, which for a query that
+sees c keys costs 2 H (d_qk + d_v) c per layer.
+
+Causal attention (``causal=True``) counts the n (n + 1) / 2 query-key pairs a mask keeps, as a
+fused kernel computes; ``causal=False`` counts all n^2, as Megatron-LM's formula does and as a
+kernel that masks a full score matrix computes. A backward pass costs twice its forward;
+``recompute=True`` (full activation recomputation) runs the layers' forward once more, not the
+LM head, as Narayanan et al. 2021 (arXiv 2104.04473) count in Eq. 3, which
+``tests/test_cost_flops.py`` reproduces exactly.
+
+Shapes: ``seq_lens``, ``prompt_lens``, ``response_lens`` are one int per sequence (or one int
+for all); results are FLOPs summed over the batch, as floats.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..checks import check_real_array
+from .model import ModelConfig
+
+__all__ = ["matmul_weights_per_token", "forward_flops", "prefill_flops", "decode_flops",
+           "train_flops"]
+
+
+def _check_model(model) -> ModelConfig:
+    if not isinstance(model, ModelConfig):
+        raise ValueError(f"model must be a ModelConfig (e.g. ModelConfig.preset('llama-2-7b')), "
+                         f"got {type(model).__name__}")
+    return model
+
+
+def _lengths(label: str, value, low: int = 1) -> np.ndarray:
+    a = check_real_array(label, value, low=low).reshape(-1)
+    if np.any(a != np.round(a)):
+        raise ValueError(f"{label} must be whole numbers of tokens, got {value!r}")
+    return a
+
+
+def _layer_weights(m: ModelConfig, moe: bool) -> int:
+    """Matrix weights one token goes through in one layer (biases and norms excluded)."""
+    d = m.hidden_size
+    if m.is_mla:
+        H, qk, r_kv = m.num_attention_heads, m.head_size, m.kv_lora_rank
+        q = d * H * qk if m.q_lora_rank is None else m.q_lora_rank * (d + H * qk)
+        attn = (q + d * (r_kv + m.qk_rope_head_dim)
+                + r_kv * H * (m.qk_nope_head_dim + m.v_head_dim) + H * m.v_head_dim * d)
+    else:
+        H, KV, hd = m.num_attention_heads, m.kv_heads, m.head_size
+        attn = 2 * d * H * hd + 2 * d * KV * hd
+    mats = 3 if m.mlp == "swiglu" else 2
+    if moe:
+        active = m.num_experts_per_tok + m.num_shared_experts
+        mlp = d * m.num_experts + active * mats * d * m.moe_intermediate_size
+    else:
+        mlp = mats * d * m.intermediate_size
+    return attn + mlp
+
+
+def matmul_weights_per_token(model: ModelConfig, *, lm_head: bool = True) -> int:
+    """Matrix weights one token's forward pass multiplies by: every layer's projections and
+    MLP (for MoE: the router, ``num_experts_per_tok`` routed and the shared experts), plus the
+    LM head (V x D, whether or not it is tied to the embedding). Embedding lookups, norms and
+    biases are not matrix products and are left out."""
+    m = _check_model(model)
+    n_moe = m.num_moe_layers
+    w = (m.num_hidden_layers - n_moe) * _layer_weights(m, False)
+    if n_moe:
+        w += n_moe * _layer_weights(m, True)
+    return w + (m.vocab_size * m.hidden_size if lm_head else 0)
+
+
+def _attn_per_pair(m: ModelConfig) -> int:
+    """FLOPs of one query-key pair over all layers: 2 H (d_qk + d_v) per layer."""
+    d_v = m.v_head_dim if m.is_mla else m.head_size
+    return m.num_hidden_layers * 2 * m.num_attention_heads * (m.head_size + d_v)
+
+
+def _pairs(n: np.ndarray, causal: bool) -> np.ndarray:
+    return n * (n + 1) / 2 if causal else n * n
+
+
+def forward_flops(model: ModelConfig, seq_lens, *, causal: bool = True,
+                  lm_head: str = "all") -> float:
+    """Forward FLOPs of a batch of sequences of the given lengths.
+
+    Args:
+        lm_head: ``"all"`` (logits at every position, as training and log-prob passes need),
+            ``"last"`` (only the last, as a prefill that samples the next token), or ``"none"``.
+    Raises:
+        ValueError: a non-ModelConfig model, lengths that are not positive whole numbers, an
+            unknown ``lm_head``.
+    """
+    m = _check_model(model)
+    n = _lengths("seq_lens", seq_lens)
+    heads = {"all": n, "last": np.ones_like(n), "none": np.zeros_like(n)}
+    if lm_head not in heads:
+        raise ValueError(f"lm_head must be 'all', 'last' or 'none', got {lm_head!r}")
+    layers = 2.0 * matmul_weights_per_token(m, lm_head=False) * n.sum()
+    attention = _attn_per_pair(m) * _pairs(n, causal).sum()
+    return float(layers + attention + 2.0 * m.vocab_size * m.hidden_size * heads[lm_head].sum())
+
+
+def prefill_flops(model: ModelConfig, prompt_lens, *, causal: bool = True) -> float:
+    """FLOPs of prefilling prompts of the given lengths: a forward pass over each prompt that
+    fills the KV cache, with logits at the last position only (to sample the first token)."""
+    return forward_flops(model, prompt_lens, causal=causal, lm_head="last")
+
+
+def decode_flops(model: ModelConfig, prompt_lens, response_lens) -> float:
+    """FLOPs of generating ``response_lens`` tokens after prompts of ``prompt_lens``: the first
+    token comes from the prefill's logits, then R - 1 decode steps, step j running one token
+    through every weight and attending to the P + j cached keys and values.
+
+    Raises:
+        ValueError: lengths that are not whole numbers (prompts >= 1, responses >= 0), or
+            arrays of different lengths.
+    """
+    m = _check_model(model)
+    P = _lengths("prompt_lens", prompt_lens)
+    R = _lengths("response_lens", response_lens, low=0)
+    if P.size > 1 and R.size > 1 and P.size != R.size:
+        raise ValueError(f"prompt_lens and response_lens have {P.size} and {R.size} entries; "
+                         "give one per sequence, or one for all")
+    P, R = np.broadcast_arrays(P, R)
+    steps = np.maximum(R - 1, 0)
+    context = steps * P + steps * (steps + 1) / 2                 # sum_{j=1}^{R-1} (P + j)
+    per_token = 2.0 * matmul_weights_per_token(m)
+    return float(per_token * steps.sum() + _attn_per_pair(m) * context.sum())
+
+
+def train_flops(model: ModelConfig, seq_lens, *, recompute: bool = False,
+                causal: bool = True) -> float:
+    """FLOPs of a training step's forward and backward over sequences of the given lengths:
+    forward (logits at every position) + backward (twice the forward) + with ``recompute``
+    (full activation recomputation) one more forward of the layers, not of the LM head.
+
+    With ``causal=False, recompute=True`` this is Megatron-LM's F = 96 B s l h^2 (1 + s / (6 h) +
+    V / (16 l h)) (Narayanan et al. 2021, Eq. 3) for a GPT model of width h and depth l."""
+    m = _check_model(model)
+    fwd = forward_flops(m, seq_lens, causal=causal, lm_head="all")
+    extra = forward_flops(m, seq_lens, causal=causal, lm_head="none") if recompute else 0.0
+    return 3.0 * fwd + extra
