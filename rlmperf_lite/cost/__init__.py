@@ -4,10 +4,13 @@ from .flops import (decode_flops, forward_flops, matmul_weights_per_token, prefi
                     train_flops)
 from .hardware import HardwareSpec, hardware_preset, hardware_presets, measure_cpu
 from .hf import from_hf_config
+from .memory import (BYTES_PER_PARAM_ADAM, activation_bytes_per_layer, kv_cache_bytes_per_token,
+                     model_state_bytes)
 from .model import ModelConfig
 from .presets import model_preset, model_presets, preset_record
 
 __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "preset_record",
            "HardwareSpec", "hardware_preset", "hardware_presets", "measure_cpu",
            "matmul_weights_per_token", "forward_flops", "prefill_flops", "decode_flops",
-           "train_flops"]
+           "train_flops", "BYTES_PER_PARAM_ADAM", "model_state_bytes",
+           "activation_bytes_per_layer", "kv_cache_bytes_per_token"]
