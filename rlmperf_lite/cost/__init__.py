@@ -7,10 +7,12 @@ from .hf import from_hf_config
 from .memory import (BYTES_PER_PARAM_ADAM, activation_bytes_per_layer, kv_cache_bytes_per_token,
                      model_state_bytes)
 from .model import ModelConfig
+from .roofline import decode_step_bytes, decode_step_flops, mfu, roofline_time
 from .presets import model_preset, model_presets, preset_record
 
 __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "preset_record",
            "HardwareSpec", "hardware_preset", "hardware_presets", "measure_cpu",
            "matmul_weights_per_token", "forward_flops", "prefill_flops", "decode_flops",
            "train_flops", "BYTES_PER_PARAM_ADAM", "model_state_bytes",
-           "activation_bytes_per_layer", "kv_cache_bytes_per_token"]
+           "activation_bytes_per_layer", "kv_cache_bytes_per_token", "roofline_time",
+           "decode_step_bytes", "decode_step_flops", "mfu"]
