@@ -2,6 +2,8 @@
 
     rlmperf train --algo {grpo,dr_grpo,dapo,rloo,reinforce_pp,ppo} --seed 0 [--steps N] [--json]
     rlmperf workdepth [--num-layers L ...] [--json]
+    rlmperf estimate --model qwen2.5-7b --hardware h100 --algo grpo --prompts 32 \
+        --group-size 16 --prompt-len 512 --response-len 4096 --gpus 64 [--json]
 
 ``train --json`` prints one JSON object per step, then a summary object on the last line with
 ``final_reward_mean`` (batch mean reward of the last step), ``eval_accuracy`` (greedy decoding on
@@ -78,8 +80,37 @@ def _workdepth(args) -> int:
     return 0
 
 
+def _estimate(args) -> int:
+    import os
+
+    from .cost import ModelConfig, estimate_rl_step
+    model = (ModelConfig.from_hf_config(args.model) if os.path.sep in args.model
+             or args.model.endswith(".json") else args.model)
+    kwargs = {k: getattr(args, k) for k in ("prompts", "group_size", "prompt_len", "response_len",
+                                            "gpus", "kl_coef", "train_efficiency",
+                                            "decode_efficiency")}
+    est = estimate_rl_step(args.algo, actor=model, hardware=args.hardware, **kwargs)
+    if args.json:
+        print(json.dumps({"inputs": {"model": args.model, "hardware": args.hardware,
+                                     "algo": args.algo, **kwargs}, **est.as_dict()}))
+        return 0
+    print(f"{args.algo} step of {args.model} on {args.gpus} x {est.hardware} "
+          f"(rollout replicas of {est.rollout_tp} GPU)")
+    print(f"{'phase':<16}{'FLOPs':>12}{'bytes':>12}{'time (s)':>11}{'bound':>9}"
+          f"{'GB/GPU':>9}")
+    for p in est.phases:
+        print(f"{p.name:<16}{p.flops:>12.3g}{p.bytes_moved:>12.3g}{p.time_s:>11.3f}"
+              f"{p.bound:>9}{p.per_gpu_memory_bytes / 1e9:>9.1f}")
+    print(f"{'total':<16}{est.flops:>12.3g}{'':>12}{est.time_s:>11.3f}")
+    print(f"generation: {est.generation_time_share:.0%} of the time, "
+          f"{est.generation_flops_share:.0%} of the FLOPs")
+    if not est.fits:
+        print(f"does not fit: {est.overflow}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``rlmperf`` argument parser: sub-commands ``train`` and ``workdepth``."""
+    """The ``rlmperf`` argument parser: sub-commands ``train``, ``workdepth``, ``estimate``."""
     parser = argparse.ArgumentParser(
         prog="rlmperf", description="The command line of the book RLM Performance Foundations.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -124,6 +155,27 @@ def build_parser() -> argparse.ArgumentParser:
     wd.add_argument("--attention", choices=["causal", "dense"], default="causal")
     wd.add_argument("--json", action="store_true")
     wd.set_defaults(func=_workdepth)
+
+    es = sub.add_parser("estimate",
+                        help="FLOPs, bytes, time and memory of one RL step on real GPUs",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    es.add_argument("--model", default="qwen2.5-7b",
+                    help="a preset name (rlmperf_lite.cost.model_presets()) or a config.json path")
+    es.add_argument("--hardware", default="h100", help="an accelerator preset")
+    es.add_argument("--algo", choices=["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "ppo"],
+                    default="grpo")
+    es.add_argument("--prompts", type=int, default=32, help="B")
+    es.add_argument("--group-size", type=int, default=16, help="G")
+    es.add_argument("--prompt-len", type=int, default=512, help="P")
+    es.add_argument("--response-len", type=int, default=4096, help="R")
+    es.add_argument("--gpus", type=int, default=64)
+    es.add_argument("--kl-coef", type=float, default=0.0)
+    es.add_argument("--train-efficiency", type=float, default=1.0,
+                    help="MFU of the trainer (1 = the roofline)")
+    es.add_argument("--decode-efficiency", type=float, default=1.0,
+                    help="share of HBM bandwidth a decode step reaches (1 = the roofline)")
+    es.add_argument("--json", action="store_true")
+    es.set_defaults(func=_estimate)
     return parser
 
 

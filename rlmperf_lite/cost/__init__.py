@@ -1,5 +1,6 @@
 """Cost models of real models and hardware (book Part II): model shapes and exact parameter
 counts, accelerator presets, FLOPs, bytes, memory and time of each phase of an RL step."""
+from .estimate import ALGOS, PhaseEstimate, RLStepEstimate, estimate_rl_step
 from .flops import (decode_flops, forward_flops, matmul_weights_per_token, prefill_flops,
                     train_flops)
 from .hardware import HardwareSpec, hardware_preset, hardware_presets, measure_cpu
@@ -15,4 +16,5 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "matmul_weights_per_token", "forward_flops", "prefill_flops", "decode_flops",
            "train_flops", "BYTES_PER_PARAM_ADAM", "model_state_bytes",
            "activation_bytes_per_layer", "kv_cache_bytes_per_token", "roofline_time",
-           "decode_step_bytes", "decode_step_flops", "mfu"]
+           "decode_step_bytes", "decode_step_flops", "mfu", "ALGOS", "PhaseEstimate",
+           "RLStepEstimate", "estimate_rl_step"]
