@@ -9,6 +9,7 @@ from .memory import (BYTES_PER_PARAM_ADAM, activation_bytes_per_layer, kv_cache_
                      model_state_bytes)
 from .model import ModelConfig
 from .roofline import decode_step_bytes, decode_step_flops, mfu, roofline_time
+from .workdepth import expected_max_length, forward_depth, rl_step_workdepth
 from .presets import model_preset, model_presets, preset_record
 
 __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "preset_record",
@@ -17,4 +18,5 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "train_flops", "BYTES_PER_PARAM_ADAM", "model_state_bytes",
            "activation_bytes_per_layer", "kv_cache_bytes_per_token", "roofline_time",
            "decode_step_bytes", "decode_step_flops", "mfu", "ALGOS", "PhaseEstimate",
-           "RLStepEstimate", "estimate_rl_step"]
+           "RLStepEstimate", "estimate_rl_step", "expected_max_length", "forward_depth",
+           "rl_step_workdepth"]
