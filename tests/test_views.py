@@ -63,3 +63,25 @@ def test_sweep_charts_carry_the_runs_values():
                  lambda: sweep_curves_chart(runs, x="steps")):
         with pytest.raises(ValueError, match="runs is empty|x must be one of"):
             call()
+
+
+def test_cost_views_carry_the_estimates_values_and_the_widget_shows_errors():
+    from rlmperf_lite.cost import estimate_rl_step
+    from rlmperf_lite.views import (estimate_table_html, estimate_widget, memory_chart,
+                                    phase_share_chart, roofline_chart)
+    est = estimate_rl_step("grpo", actor="qwen2.5-7b", hardware="h100", prompts=4, group_size=4,
+                           prompt_len=64, response_len=128, gpus=8)
+    shares = {(r["phase"], r["measure"]): r["share"]
+              for r in phase_share_chart(est).to_dict()["data"]["values"]}
+    assert shares[("rollout_decode", "time")] == est.phase("rollout_decode").time_s / est.time_s
+    parts = memory_chart(est, "h100").layer[0].to_dict()["data"]["values"]
+    assert sum(r["GB"] for r in parts if r["phase"] == "rollout_decode") == pytest.approx(
+        est.phase("rollout_decode").per_gpu_memory_bytes / 1e9)
+    assert "<td>rollout_decode</td>" in estimate_table_html(est)
+    spec = roofline_chart("h100", {"k": (1e12, 1e9)}).to_dict()
+    assert spec["layer"][1]["data"]["values"][0]["bound"] == "compute"   # 1000 FLOPs/B > ridge
+    box = estimate_widget()
+    controls, message = box.children[0].children[0].children, box.children[0].children[1]
+    assert "rollout_decode" in message.value
+    controls[4].value = 1                                   # G = 1 for GRPO
+    assert "group_size must be an int &gt;= 2" in message.value

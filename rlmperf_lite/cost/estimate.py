@@ -36,7 +36,8 @@ _GENERATION = ("rollout_prefill", "rollout_decode")
 @dataclass(frozen=True)
 class PhaseEstimate:
     """One phase: ``flops`` and ``bytes_moved`` summed over all GPUs, ``time_s`` wall time,
-    ``bound`` ("compute" / "memory" / "link"), ``per_gpu_memory_bytes`` peak during it."""
+    ``bound`` ("compute" / "memory" / "link"), ``memory_parts`` the bytes per GPU it holds
+    ({"model states": ..., "weights": ..., "KV cache": ..., "activations": ...})."""
 
     name: str
     model: str
@@ -44,7 +45,11 @@ class PhaseEstimate:
     bytes_moved: float
     time_s: float
     bound: str
-    per_gpu_memory_bytes: float
+    memory_parts: dict
+
+    @property
+    def per_gpu_memory_bytes(self) -> float:
+        return float(sum(self.memory_parts.values()))
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,8 @@ class RLStepEstimate:
                 "time_s": self.time_s, "flops": self.flops,
                 "generation_time_share": self.generation_time_share,
                 "generation_flops_share": self.generation_flops_share,
-                "phases": [asdict(p) for p in self.phases]}
+                "phases": [{**asdict(p), "per_gpu_memory_bytes": p.per_gpu_memory_bytes}
+                           for p in self.phases]}
 
 
 def _resolve(model, label):
@@ -198,19 +204,21 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
     step_t = np.maximum(step_flops / (peak * train_efficiency),
                         step_bytes / (bw * decode_efficiency))
     dec_flops = decode_flops(actor, prompt_len, R)                   # all replicas
+    # training states stay resident while the colocated engine generates (no offload)
+    states = sum(16.0 * m.num_params() for k, m in models.items() if k in ("actor", "critic"))
+    frozen = sum(2.0 * m.num_params() for k, m in models.items() if k in ("reference", "reward"))
+    resident = (states + frozen) / gpus
     kv_peak = kv_tok * float((prompt_len + busiest).sum()) / tp
-    mem_rollout = w_bytes / tp + kv_peak
+    engine = {"model states": resident, "weights": w_bytes / tp}
     phases.append(PhaseEstimate("rollout_prefill", "actor", pf, replicas * w_bytes, t, bound,
-                                w_bytes / tp + prompts / replicas * prompt_len * kv_tok / tp))
+                                {**engine, "KV cache": prompts / replicas * prompt_len * kv_tok
+                                 / tp}))
     dec_bound = "memory" if steps and (step_bytes / bw).sum() >= (step_flops / peak).sum() \
         else "compute"
     phases.append(PhaseEstimate("rollout_decode", "actor", dec_flops,
                                 float(step_bytes.sum()) * replicas, float(step_t.sum()),
-                                dec_bound, mem_rollout))
+                                dec_bound, {**engine, "KV cache": kv_peak}))
     # training side: every pass split over all GPUs, states sharded (ZeRO-3)
-    states = sum(16.0 * m.num_params() for k, m in models.items() if k in ("actor", "critic"))
-    frozen = sum(2.0 * m.num_params() for k, m in models.items() if k in ("reference", "reward"))
-    resident = (states + frozen) / gpus
 
     def act_mem(m):   # one sequence of the longest length in flight, full recompute
         return m.num_hidden_layers * activation_bytes_per_layer(m, int(T.max()), 1,
@@ -221,7 +229,7 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         f = forward_flops(m, T, lm_head=head)
         t, b = timed(f, gpus * 2.0 * m.num_params(), train_efficiency)
         phases.append(PhaseEstimate(name, key, f, gpus * 2.0 * m.num_params(), t, b,
-                                    resident + act_mem(m)))
+                                    {"model states": resident, "activations": act_mem(m)}))
 
     if recompute_old_logprobs:
         fwd("old_logprobs", "actor")
@@ -232,7 +240,7 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
     if "critic" in models:
         fwd("critic_values", "critic", head="none")
     phases.append(PhaseEstimate("advantages", "-", 10.0 * float(R.sum()), 8.0 * float(R.sum()),
-                                0.0, "memory", resident))
+                                0.0, "memory", {"model states": resident}))
     for key in ("actor", "critic"):
         if key not in models:
             continue
@@ -242,15 +250,15 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         moved = ppo_epochs * gpus * 18.0 * m.num_params()       # weights, grads, Adam states
         t, b = timed(f, moved, train_efficiency)
         phases.append(PhaseEstimate(f"{key}_update", key, f, moved, t, b,
-                                    resident + act_mem(m)))
+                                    {"model states": resident, "activations": act_mem(m)}))
     # weight sync: the trained bf16 weights gathered onto each rollout replica over NVLink
     link = hw.intra_node_bandwidth_bytes_per_s or hw.hbm_bandwidth_bytes_per_s
     phases.append(PhaseEstimate("weight_sync", "actor", 0.0, w_bytes * replicas,
-                                w_bytes * (1 - 1 / gpus) / link, "link", resident + w_bytes / tp))
+                                w_bytes * (1 - 1 / gpus) / link, "link", engine))
     worst = max(phases, key=lambda p: p.per_gpu_memory_bytes)
     fits = worst.per_gpu_memory_bytes <= hw.hbm_bytes
+    parts = " + ".join(f"{k} {v / 1e9:.1f} GB" for k, v in worst.memory_parts.items() if v)
     overflow = None if fits else (
-        f"{worst.name} needs {worst.per_gpu_memory_bytes / 1e9:.1f} GB per GPU, "
-        f"{hw.name} has {hw.hbm_bytes / 1e9:.0f} GB (model states {resident / 1e9:.1f} GB"
-        f"{f', KV cache {kv_peak / 1e9:.1f} GB' if worst.name == 'rollout_decode' else ''})")
+        f"{worst.name} needs {worst.per_gpu_memory_bytes / 1e9:.1f} GB per GPU ({parts}); "
+        f"{hw.name} has {hw.hbm_bytes / 1e9:.0f} GB")
     return RLStepEstimate(algo, hw.name, gpus, tp, tuple(phases), fits, overflow)

@@ -1,0 +1,124 @@
+"""Charts and the calculator of Part II's cost model (Chapter 4 lab). They display what
+:mod:`rlmperf_lite.cost` computes and hold no formulas of their own."""
+from __future__ import annotations
+
+import html
+
+import altair as alt
+
+from ..cost import (ALGOS, estimate_rl_step, hardware_preset, hardware_presets, model_presets,
+                    roofline_time)
+
+__all__ = ["roofline_chart", "phase_share_chart", "memory_chart", "estimate_table_html",
+           "estimate_widget"]
+
+
+def roofline_chart(hardware, kernels: dict, *, dtype: str = "bf16",
+                   title: str = "Roofline"):
+    """Attainable FLOP/s against arithmetic intensity (log-log) for ``hardware``, with each
+    kernel of ``kernels`` ({label: (flops, bytes)}) placed at its intensity and its roofline
+    rate (flops / :func:`roofline_time`)."""
+    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
+    peak, bw = hw.peak(dtype), hw.hbm_bandwidth_bytes_per_s
+    xs = [10 ** (k / 4) for k in range(-8, 21)]
+    roof = [{"intensity": x, "flops_per_s": min(peak, x * bw)} for x in xs]
+    pts = []
+    for label, (flops, moved) in kernels.items():
+        r = roofline_time(flops, moved, hw, dtype=dtype)
+        pts.append({"kernel": label, "intensity": r["intensity"],
+                    "flops_per_s": flops / r["time_s"], "bound": r["bound"]})
+    x = alt.X("intensity:Q", scale=alt.Scale(type="log"),
+              title="arithmetic intensity (FLOPs per byte)")
+    y = alt.Y("flops_per_s:Q", scale=alt.Scale(type="log"), title="attainable FLOP/s")
+    line = alt.Chart(alt.Data(values=roof)).mark_line(color="gray").encode(x=x, y=y)
+    dots = alt.Chart(alt.Data(values=pts)).mark_point(size=80, filled=True).encode(
+        x=x, y=y, color=alt.Color("kernel:N", title=None, sort=list(kernels)),
+        shape=alt.Shape("bound:N"),
+        tooltip=["kernel:N", "bound:N", alt.Tooltip("intensity:Q", format=".3g"),
+                 alt.Tooltip("flops_per_s:Q", format=".3g")])
+    return (line + dots).properties(width=460, height=260, title=f"{title}: {hw.name}, {dtype}")
+
+
+def phase_share_chart(est, *, title: str = "Share of the step per phase"):
+    """Each phase's share of the step's time and of its FLOPs (an :class:`RLStepEstimate`)."""
+    rows = []
+    for p in est.phases:
+        rows.append({"phase": p.name, "measure": "time", "share": p.time_s / est.time_s})
+        rows.append({"phase": p.name, "measure": "FLOPs", "share": p.flops / est.flops})
+    return alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        x=alt.X("share:Q", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1]),
+                title="share of the step"),
+        y=alt.Y("phase:N", sort=[p.name for p in est.phases], title=None),
+        color=alt.Color("measure:N", title=None), yOffset="measure:N",
+        tooltip=["phase:N", "measure:N", alt.Tooltip("share:Q", format=".1%")],
+    ).properties(width=380, height=240, title=title)
+
+
+def memory_chart(est, hardware, *, title: str = "Memory per GPU in each phase"):
+    """Per-GPU memory of each phase, stacked by part (model states, weights, KV cache,
+    activations), against the device's HBM (dashed)."""
+    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
+    rows = [{"phase": p.name, "part": k, "GB": v / 1e9} for p in est.phases
+            for k, v in p.memory_parts.items()]
+    bars = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        y=alt.Y("phase:N", sort=[p.name for p in est.phases], title=None),
+        x=alt.X("sum(GB):Q", title="GB per GPU"), color=alt.Color("part:N", title=None),
+        tooltip=["phase:N", "part:N", alt.Tooltip("GB:Q", format=".1f")])
+    hbm = alt.Chart(alt.Data(values=[{"GB": hw.hbm_bytes / 1e9}])).mark_rule(
+        color="firebrick", strokeDash=[4, 3]).encode(x="GB:Q")
+    return (bars + hbm).properties(width=380, height=200, title=title)
+
+
+def estimate_table_html(est) -> str:
+    """An HTML table of an :class:`RLStepEstimate`'s phases and totals."""
+    rows = "".join(
+        f"<tr><td>{p.name}</td><td>{p.model}</td><td>{p.flops:.3g}</td>"
+        f"<td>{p.bytes_moved:.3g}</td><td>{p.time_s:.3f}</td><td>{p.bound}</td>"
+        f"<td>{p.per_gpu_memory_bytes / 1e9:.1f}</td></tr>" for p in est.phases)
+    fit = "" if est.fits else f"<p><b style='color:firebrick'>{html.escape(est.overflow)}</b></p>"
+    return (f"<table><tr><th>phase</th><th>model</th><th>FLOPs</th><th>bytes</th>"
+            f"<th>time (s)</th><th>bound</th><th>GB/GPU</th></tr>{rows}"
+            f"<tr><th>step</th><th></th><th>{est.flops:.3g}</th><th></th>"
+            f"<th>{est.time_s:.3f}</th><th></th><th></th></tr></table>"
+            f"<p>generation: {est.generation_time_share:.0%} of the time, "
+            f"{est.generation_flops_share:.0%} of the FLOPs; rollout replicas of "
+            f"{est.rollout_tp} GPU</p>{fit}")
+
+
+def estimate_widget(**defaults):
+    """Dropdowns and sliders driving :func:`estimate_rl_step` (model preset, accelerator,
+    algorithm, B, G, P, R, GPUs, KL); bad combinations show the ValueError's message."""
+    import ipywidgets as w
+    from IPython.display import display
+
+    c = {"actor": "qwen2.5-7b", "hardware": "h100-sxm", "algo": "grpo", "prompts": 32,
+         "group_size": 16, "prompt_len": 512, "response_len": 4096, "gpus": 64, **defaults}
+    controls = {
+        "actor": w.Dropdown(options=model_presets(), value=c["actor"], description="model"),
+        "hardware": w.Dropdown(options=hardware_presets(), value=c["hardware"],
+                               description="GPU"),
+        "algo": w.Dropdown(options=list(ALGOS), value=c["algo"], description="algo"),
+        "prompts": w.IntSlider(value=c["prompts"], min=1, max=1024, description="B prompts"),
+        "group_size": w.IntSlider(value=c["group_size"], min=1, max=64, description="G group"),
+        "prompt_len": w.IntSlider(value=c["prompt_len"], min=1, max=8192, description="P"),
+        "response_len": w.IntSlider(value=c["response_len"], min=1, max=32768, description="R"),
+        "gpus": w.IntSlider(value=c["gpus"], min=1, max=1024, description="GPUs"),
+    }
+    message, out = w.HTML(), w.Output()
+
+    def update(_=None):
+        kw = {k: v.value for k, v in controls.items()}
+        try:
+            est = estimate_rl_step(kw.pop("algo"), **kw)
+        except ValueError as err:
+            message.value = f"<b style='color:firebrick'>{html.escape(str(err))}</b>"
+            return
+        message.value = estimate_table_html(est)
+        with out:
+            out.clear_output(wait=True)
+            display(phase_share_chart(est))
+
+    for v in controls.values():
+        v.observe(update, names="value")
+    update()
+    return w.VBox([w.HBox([w.VBox(list(controls.values())), message]), out])
