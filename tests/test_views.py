@@ -85,3 +85,19 @@ def test_cost_views_carry_the_estimates_values_and_the_widget_shows_errors():
     assert "rollout_decode" in message.value
     controls[4].value = 1                                   # G = 1 for GRPO
     assert "group_size must be an int &gt;= 2" in message.value
+
+
+def test_brent_chart_and_rl_workdepth_widget():
+    from rlmperf_lite.cost import rl_step_workdepth
+    from rlmperf_lite.views import brent_chart, rl_workdepth_widget
+    step = dict(actor="qwen2.5-7b", hardware="h100", prompts=4, group_size=4, prompt_len=64,
+                response_len=128, gpus=8)
+    by_p = {p: rl_step_workdepth("grpo", processors=p, **step) for p in (1, 10**6)}
+    rows = brent_chart(by_p).to_dict()["data"]["values"]
+    decode = [r["rounds"] for r in rows if r["phase"] == "rollout_decode"]
+    assert decode == [by_p[p].phase("rollout_decode").lower_rounds for p in (1, 10**6)]
+    box = rl_workdepth_widget()
+    controls, message = box.children[0].children, box.children[1]
+    assert "rollout_decode" in message.value
+    controls[1].value = 1                                   # G = 1 for GRPO
+    assert "group_size must be an int &gt;= 2" in message.value

@@ -10,7 +10,7 @@ from ..cost import (ALGOS, estimate_rl_step, hardware_preset, hardware_presets, 
                     roofline_time)
 
 __all__ = ["roofline_chart", "phase_share_chart", "memory_chart", "estimate_table_html",
-           "estimate_widget"]
+           "estimate_widget", "brent_chart", "rl_workdepth_widget"]
 
 
 def roofline_chart(hardware, kernels: dict, *, dtype: str = "bf16",
@@ -122,3 +122,57 @@ def estimate_widget(**defaults):
         v.observe(update, names="value")
     update()
     return w.VBox([w.HBox([w.VBox(list(controls.values())), message]), out])
+
+
+def brent_chart(model_wd: dict, *, title: str = "Brent's bounds against processors"):
+    """``model_wd``: {processors p: WorkDepth}. For each phase, the lower bound max(W/p, 𝒟)
+    on its rounds against p (log-log): it falls as W/p until it meets the phase's depth."""
+    rows = [{"p": p, "phase": ph.name, "rounds": ph.lower_rounds}
+            for p, wd in model_wd.items() for ph in wd.phases if ph.work_flops > 0]
+    return alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=alt.X("p:Q", scale=alt.Scale(type="log"), title="processors p"),
+        y=alt.Y("rounds:Q", scale=alt.Scale(type="log"), title="max(W/p, 𝒟) rounds"),
+        color=alt.Color("phase:N", title=None),
+        tooltip=["phase:N", "p:Q", alt.Tooltip("rounds:Q", format=".3g")],
+    ).properties(width=460, height=260, title=title)
+
+
+def rl_workdepth_widget(**defaults):
+    """Model, G, R and log10 p driving :func:`rlmperf_lite.cost.rl_step_workdepth` (GRPO,
+    32 prompts, 512-token prompts): W, 𝒟, W/𝒟 and Brent's bound per phase; errors shown."""
+    import ipywidgets as w
+
+    from ..cost import rl_step_workdepth
+    c = {"actor": "qwen2.5-7b", "group_size": 16, "response_len": 4096, "log10_p": 8.0,
+         **defaults}
+    controls = {
+        "actor": w.Dropdown(options=model_presets(), value=c["actor"], description="model"),
+        "group_size": w.IntSlider(value=c["group_size"], min=1, max=64, description="G group"),
+        "response_len": w.IntSlider(value=c["response_len"], min=1, max=32768, description="R"),
+        "log10_p": w.FloatSlider(value=c["log10_p"], min=0, max=16, step=0.5,
+                                 description="log10 p"),
+    }
+    message = w.HTML()
+
+    def update(_=None):
+        kw = {k: v.value for k, v in controls.items()}
+        try:
+            wd = rl_step_workdepth("grpo", actor=kw["actor"], hardware="h100", prompts=32,
+                                   group_size=kw["group_size"], prompt_len=512,
+                                   response_len=kw["response_len"], gpus=64,
+                                   processors=int(round(10 ** kw["log10_p"])))
+        except ValueError as err:
+            message.value = f"<b style='color:firebrick'>{html.escape(str(err))}</b>"
+            return
+        rows = "".join(f"<tr><td>{p.name}</td><td>{p.work_flops:.3g}</td>"
+                       f"<td>{p.depth_rounds:.4g}</td><td>{p.parallelism:.3g}</td>"
+                       f"<td>{p.brent_rounds:.3g}</td></tr>" for p in wd.phases)
+        message.value = ("<table><tr><th>phase</th><th>W (FLOPs)</th><th>𝒟 (rounds)</th>"
+                         f"<th>W/𝒟</th><th>W/p + 𝒟</th></tr>{rows}<tr><th>step</th>"
+                         f"<th>{wd.work_flops:.3g}</th><th>{wd.depth_rounds:.4g}</th><th></th>"
+                         f"<th>{wd.brent_rounds:.3g}</th></tr></table>")
+
+    for v in controls.values():
+        v.observe(update, names="value")
+    update()
+    return w.HBox([w.VBox(list(controls.values())), message])
