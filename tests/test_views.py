@@ -101,3 +101,12 @@ def test_brent_chart_and_rl_workdepth_widget():
     assert "rollout_decode" in message.value
     controls[1].value = 1                                   # G = 1 for GRPO
     assert "group_size must be an int &gt;= 2" in message.value
+
+
+def test_step_time_chart_stacks_phase_times():
+    from rlmperf_lite.cost import estimate_rl_step
+    from rlmperf_lite.views import step_time_chart
+    est = estimate_rl_step("ppo", actor="qwen2.5-7b", hardware="h100", prompts=4, group_size=4,
+                           prompt_len=64, response_len=128, gpus=8)
+    rows = step_time_chart({"ppo": est}).to_dict()["data"]["values"]
+    assert sum(r["seconds"] for r in rows) == pytest.approx(est.time_s)

@@ -10,7 +10,7 @@ from ..cost import (ALGOS, estimate_rl_step, hardware_preset, hardware_presets, 
                     roofline_time)
 
 __all__ = ["roofline_chart", "phase_share_chart", "memory_chart", "estimate_table_html",
-           "estimate_widget", "brent_chart", "rl_workdepth_widget"]
+           "estimate_widget", "brent_chart", "rl_workdepth_widget", "step_time_chart"]
 
 
 def roofline_chart(hardware, kernels: dict, *, dtype: str = "bf16",
@@ -176,3 +176,19 @@ def rl_workdepth_widget(**defaults):
         v.observe(update, names="value")
     update()
     return w.HBox([w.VBox(list(controls.values())), message])
+
+
+def step_time_chart(estimates: dict, *, title: str = "Time of one step, by phase"):
+    """``estimates``: {label: RLStepEstimate}. One stacked bar of phase times per label."""
+    rows = [{"run": label, "phase": p.name, "seconds": p.time_s}
+            for label, est in estimates.items() for p in est.phases if p.time_s > 0]
+    order = list(dict.fromkeys(p.name for est in estimates.values() for p in est.phases))
+    return alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        y=alt.Y("run:N", sort=list(estimates), title=None),
+        x=alt.X("sum(seconds):Q", title="seconds per step"),
+        color=alt.Color("phase:N", sort=order, title=None),
+        order=alt.Order("phase_order:Q"),
+        tooltip=["run:N", "phase:N", alt.Tooltip("seconds:Q", format=".2f")],
+    ).transform_calculate(
+        phase_order=f"indexof({order!r}, datum.phase)"
+    ).properties(width=440, height=30 * len(estimates) + 40, title=title)
