@@ -57,3 +57,11 @@ def test_moe_layers_add_routing_depth():
                                     num_experts_per_tok=8, moe_intermediate_size=256), 128)
     assert moe > dense
     assert math.isfinite(moe)
+
+
+def test_an_estimate_gives_its_work_and_depth():
+    est = estimate_rl_step("ppo", kl_coef=0.01, **BASE)
+    wd = est.workdepth(processors=64)
+    assert wd == rl_step_workdepth("ppo", processors=64, kl_coef=0.01, **BASE)
+    assert [p.name for p in wd.phases] == [p.name for p in est.phases]
+    assert [p.work_flops for p in wd.phases] == [p.flops for p in est.phases]

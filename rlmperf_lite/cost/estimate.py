@@ -15,7 +15,7 @@ refines the layout.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -64,6 +64,13 @@ class RLStepEstimate:
     phases: tuple
     fits: bool
     overflow: str | None
+    inputs: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def workdepth(self, processors: int = 1):
+        """Work W and depth 𝒟 of each phase, with Brent's bounds for ``processors``
+        (:func:`rlmperf_lite.cost.rl_step_workdepth` for the same inputs)."""
+        from .workdepth import rl_step_workdepth
+        return rl_step_workdepth(self.algo, processors=processors, **self.inputs)
 
     @property
     def time_s(self) -> float:
@@ -261,4 +268,10 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
     overflow = None if fits else (
         f"{worst.name} needs {worst.per_gpu_memory_bytes / 1e9:.1f} GB per GPU ({parts}); "
         f"{hw.name} has {hw.hbm_bytes / 1e9:.0f} GB")
-    return RLStepEstimate(algo, hw.name, gpus, tp, tuple(phases), fits, overflow)
+    inputs = dict(actor=actor, hardware=hw, prompts=prompts, group_size=group_size,
+                  prompt_len=prompt_len, response_len=response_len, gpus=gpus, critic=critic,
+                  reference=reference, reward=reward, kl_coef=kl_coef, ppo_epochs=ppo_epochs,
+                  recompute_old_logprobs=recompute_old_logprobs,
+                  train_efficiency=train_efficiency, decode_efficiency=decode_efficiency,
+                  dtype=dtype)
+    return RLStepEstimate(algo, hw.name, gpus, tp, tuple(phases), fits, overflow, inputs)
