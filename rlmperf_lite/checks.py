@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-__all__ = ["check_int", "check_number", "check_choice", "check_real_array"]
+__all__ = ["check_int", "check_number", "check_choice", "check_real_array", "check_bool"]
 
 
 def check_int(label: str, value, low: int = 1, *, optional: bool = False) -> None:
@@ -57,3 +57,9 @@ def check_real_array(label: str, value, *, max_ndim: int = 1, low=None, high=Non
             (high is not None and np.any(a > high)):
         raise ValueError(f"{label} must be finite and within [{low}, {high}], got {value!r}")
     return a
+
+
+def check_bool(label: str, value) -> None:
+    """True or False (numpy bools too), not a string or a number that merely looks like one."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{label} must be True or False, got {value!r}")

@@ -99,3 +99,39 @@ def test_cli_on_a_preset_and_on_a_config_json(tmp_path):
     assert "rollout_decode" in text and "generation:" in text
     bad = subprocess.run(run + ["--model", "llama-9"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown model preset" in bad.stderr
+
+
+def test_review_fixes_prefill_moe_decode_and_weight_sync():
+    m = model_preset("qwen2.5-7b")
+    ppo = estimate_rl_step("ppo", **BASE)                      # 512 prompts x 1 sample
+    assert ppo.phase("rollout_prefill").flops == pytest.approx(
+        512 * estimate_rl_step("grpo", **BASE).phase("rollout_prefill").flops / 32)
+    assert estimate_rl_step("grpo", **BASE).phase("rollout_prefill").bound == "compute"
+    # MoE: a decode step reads only the experts its batch touches
+    moe = dict(BASE, actor="qwen3-30b-a3b", prompts=4, group_size=2)
+    e = estimate_rl_step("grpo", **moe)
+    full = 2.0 * model_preset("qwen3-30b-a3b").num_params() * 4095
+    assert e.phase("rollout_decode").bytes_moved < 0.7 * full * 64 / e.rollout_tp
+    # weight sync: NVLink inside a node, then the network cards across 8 nodes
+    w = 2.0 * m.num_params()
+    one_node = estimate_rl_step("grpo", **{**BASE, "gpus": 8}).phase("weight_sync").time_s
+    assert one_node == pytest.approx(w * 7 / 8 / 450e9)
+    eight = estimate_rl_step("grpo", **BASE).phase("weight_sync").time_s
+    assert eight == pytest.approx(w * 7 / 8 / 450e9 + w * 7 / 8 / (8 * 50e9))
+    parts = estimate_rl_step("grpo", **BASE).phase("actor_update").memory_parts
+    assert parts["activations"] > 4.0 * 4608 * m.vocab_size          # includes fp32 logits
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"algo": "grpo", "critic": "qwen2.5-7b"}, "critic applies to algo='ppo' only"),
+    ({"algo": "dapo", "reference": "qwen2.5-7b"}, "DAPO has no KL term"),
+    ({"actor": "llama-3.1-70b", "gpus": 10}, "not a multiple of the rollout replica size"),
+    ({"actor": "llama-2-7b", "response_len": 8192}, "exceeds the actor's max_position"),
+    ({"response_len": 10**8}, "response_len must be finite and within"),
+    ({"dtype": "fp8"}, "dtype must be one of"),
+    ({"recompute_old_logprobs": "no"}, "recompute_old_logprobs must be True or False"),
+])
+def test_more_bad_input_is_named(kw, match):
+    args = {"algo": "grpo", **BASE, **kw}
+    with pytest.raises(ValueError, match=match):
+        estimate_rl_step(args.pop("algo"), **args)

@@ -99,3 +99,31 @@ def test_bad_configs_raise_a_named_value_error(config, match):
 def test_unknown_preset_lists_the_known_ones():
     with pytest.raises(ValueError, match="unknown model preset 'llama-9'.*llama-2-7b"):
         model_preset("llama-9")
+
+
+def test_review_bad_inputs(tmp_path):
+    from rlmperf_lite.cost import HardwareSpec, forward_depth, hardware_preset, mfu, train_flops
+    path = tmp_path / "list.json"
+    path.write_text("[1, 2]")
+    calls = [
+        (lambda: from_hf_config(str(path)), "holds a list"),
+        (lambda: from_hf_config({"model_type": ["llama"]}), "is not supported"),
+        (lambda: model_preset(["x"]), "must be a string"),
+        (lambda: hardware_preset({}), "must be a string"),
+        (lambda: forward_depth("llama-2-7b", 10), "model must be a ModelConfig"),
+        (lambda: forward_depth(model_preset("llama-2-7b"), 0), "n must be an int >= 1"),
+        (lambda: HardwareSpec("x", {"bf16": 1e12}, 1e9, 0.0), "hbm_bandwidth_bytes_per_s"),
+        (lambda: HardwareSpec("x", {"bf16": "fast"}, 1e9, 1e9), "peak_flops"),
+        (lambda: train_flops(model_preset("llama-2-7b"), 10, recompute="none"),
+         "recompute must be True or False"),
+        (lambda: ModelConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
+                             num_attention_heads=2, intermediate_size=16,
+                             tie_word_embeddings="false"), "tie_word_embeddings"),
+        (lambda: ModelConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1,
+                             num_attention_heads=2, intermediate_size=16,
+                             num_experts_per_tok=2), "need num_experts > 0"),
+        (lambda: mfu(1e18, 1.0, hardware_preset("h100")), "is 1.01e\\+03x the peak"),
+    ]
+    for call, match in calls:
+        with pytest.raises(ValueError, match=match):
+            call()

@@ -1,17 +1,26 @@
 """One RL step of a real model on real hardware, phase by phase (book Chapters 4 and 6).
 
 The model of execution is deliberately simple, the *synchronous colocated* layout of Part III:
-every phase runs on all ``gpus`` in turn. Training-side phases (log-probs, values, updates) are
-split evenly over the GPUs (data parallel with ZeRO-3 sharding of the training states). The
-rollout runs on inference replicas of ``tp`` GPUs each (tp = the smallest power of two within
-a node whose HBM holds the bf16 weights with room for the KV cache), each replica decoding its
-share of the samples as one batch, one token per step, until its longest response ends.
+every phase runs on all ``gpus`` in turn.
+
+- Rollout: inference replicas of tp GPUs (:mod:`rlmperf_lite.cost.rollout` states its choices:
+  prefill shared by a prompt's G samples, decode batches balanced longest-first, the longest
+  response of a replica sets its time).
+- Training side (log-probs, values, updates): every pass split evenly over the GPUs, training
+  states sharded ZeRO-3 style (16 bytes per trainable parameter, 2 per frozen one, divided by
+  ``gpus``). Activations per GPU: one sequence in flight, with full recomputation — each
+  layer's input kept (Korthikanti et al. 2022), one layer's full activations while it is
+  recomputed, and the fp32 logits of the sequence.
+- Memory: training states stay resident while the engine generates (no offload); the engine's
+  weights and KV cache are released during training.
+- An array of response lengths is an empirical distribution: the B G samples take its B G
+  evenly spaced quantiles.
 
 Times are roofline times (:func:`rlmperf_lite.cost.roofline_time`) divided by an efficiency:
-``train_efficiency`` (the MFU a tuned trainer reaches, 1.0 = peak) for compute-bound phases and
-``decode_efficiency`` (share of memory bandwidth a decode step achieves) for the rollout. The
-result is a model to reason with, not a prediction of a given framework's seconds; Part III
-refines the layout.
+``train_efficiency`` (the MFU a tuned trainer reaches, 1.0 = peak) for compute-bound work
+(training passes, prefill, decode's arithmetic) and ``decode_efficiency`` (share of the memory
+bandwidth reached) for the bytes prefill and decode read. The result is a model to reason
+with, not a prediction of a given framework's seconds; Part III refines the layout.
 """
 from __future__ import annotations
 
@@ -19,10 +28,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..checks import check_choice, check_int, check_number, check_real_array
-from .flops import decode_flops, forward_flops, matmul_weights_per_token, prefill_flops
+from ..checks import check_bool, check_choice, check_int, check_number, check_real_array
+from .flops import forward_flops
 from .hardware import HardwareSpec, hardware_preset
-from .memory import activation_bytes_per_layer, kv_cache_bytes_per_token
+from .memory import activation_bytes_per_layer
+from .phase import PhaseEstimate
+from .rollout import rollout_phases, rollout_tp, weight_sync_s
 from .model import ModelConfig
 from .presets import model_preset
 from .roofline import roofline_time
@@ -31,25 +42,6 @@ __all__ = ["ALGOS", "PhaseEstimate", "RLStepEstimate", "estimate_rl_step"]
 
 ALGOS = ("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "ppo")
 _GENERATION = ("rollout_prefill", "rollout_decode")
-
-
-@dataclass(frozen=True)
-class PhaseEstimate:
-    """One phase: ``flops`` and ``bytes_moved`` summed over all GPUs, ``time_s`` wall time,
-    ``bound`` ("compute" / "memory" / "link"), ``memory_parts`` the bytes per GPU it holds
-    ({"model states": ..., "weights": ..., "KV cache": ..., "activations": ...})."""
-
-    name: str
-    model: str
-    flops: float
-    bytes_moved: float
-    time_s: float
-    bound: str
-    memory_parts: dict
-
-    @property
-    def per_gpu_memory_bytes(self) -> float:
-        return float(sum(self.memory_parts.values()))
 
 
 @dataclass(frozen=True)
@@ -113,25 +105,19 @@ def _resolve(model, label):
     return model
 
 
+_MAX_RESPONSE = 10**6
+
+
 def _lengths(response_len, n_seq: int) -> np.ndarray:
     """One response length per sample: an int for all, or n_seq evenly spaced quantiles of an
     empirical distribution (any 1-D array of lengths), longest last."""
-    r = check_real_array("response_len", response_len, low=1).reshape(-1)
+    r = check_real_array("response_len", response_len, low=1, high=_MAX_RESPONSE).reshape(-1)
     if np.any(r != np.round(r)):
         raise ValueError(f"response_len must be whole numbers of tokens, got {response_len!r}")
     if r.size == 1:
         return np.full(n_seq, r[0])
     q = (np.arange(n_seq) + 0.5) / n_seq
     return np.round(np.quantile(np.sort(r), q, method="inverted_cdf"))
-
-
-def _rollout_tp(model: ModelConfig, hw: HardwareSpec, gpus: int, kv_share: float) -> int:
-    """Smallest power-of-two TP degree within a node whose HBM holds the weights with
-    ``kv_share`` of it left for the KV cache (capped by the GPUs available)."""
-    tp, weights = 1, 2.0 * model.num_params()
-    while weights / tp > (1 - kv_share) * hw.hbm_bytes and tp * 2 <= min(hw.gpus_per_node, gpus):
-        tp *= 2
-    return tp
 
 
 def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group_size: int,
@@ -148,6 +134,7 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
             the actor's shape when ``kl_coef`` > 0; ``reward`` None = a rule-based verifier
             (no GPU work).
         hardware: HardwareSpec or preset name. gpus: GPUs of the colocated layout.
+        dtype: "bf16" or "fp16" (the peak used; weights and KV cache are 2 bytes).
         prompts, group_size, prompt_len: B, G, P. response_len: R, an int or an array of
             lengths whose distribution the B G responses follow (the longest sets the
             decode time of its replica).
@@ -157,8 +144,10 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
     Returns:
         :class:`RLStepEstimate`.
     Raises:
-        ValueError: naming any bad argument (unknown algo or preset, non-positive sizes,
-            lengths, efficiencies outside (0, 1], too few GPUs for the rollout replicas).
+        ValueError: naming any bad argument: an unknown algo or preset, non-positive sizes,
+            lengths outside [1, 1e6] or beyond the actor's positions, efficiencies outside
+            (0, 1], a dtype other than bf16/fp16, ``gpus`` not a multiple of the rollout
+            replica size, a critic without PPO or a reference with DAPO.
     """
     check_choice("algo", algo, ALGOS)
     hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
@@ -170,12 +159,23 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         check_int(label, v, 1)
     check_int("group_size", group_size, 2 if algo in ("grpo", "dr_grpo", "dapo", "rloo") else 1)
     check_number("kl_coef", kl_coef, low=0)
+    check_bool("recompute_old_logprobs", recompute_old_logprobs)
+    check_choice("dtype", dtype, ("bf16", "fp16"))      # weights and KV are costed as 2 bytes
     for label, v in (("train_efficiency", train_efficiency),
                      ("decode_efficiency", decode_efficiency)):
         check_number(label, v, low=0, high=1, low_open=True)
+    if critic is not None and algo != "ppo":
+        raise ValueError(f"critic applies to algo='ppo' only, not {algo!r}")
+    if reference is not None and algo == "dapo":
+        raise ValueError("DAPO has no KL term: pass no reference model with algo='dapo'")
     n_seq = prompts * group_size
+    if n_seq > 10**7:
+        raise ValueError(f"prompts * group_size = {n_seq} samples per step exceeds 1e7")
     R = _lengths(response_len, n_seq)
     T = prompt_len + R
+    if T.max() > actor.max_position_embeddings:
+        raise ValueError(f"prompt_len + response_len = {int(T.max())} exceeds the actor's "
+                         f"max_position_embeddings={actor.max_position_embeddings}")
     models = {"actor": actor}
     if algo == "ppo":
         models["critic"] = _resolve(critic, "critic") if critic is not None else actor
@@ -183,60 +183,37 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         models["reference"] = _resolve(reference, "reference") if reference is not None else actor
     if reward is not None:
         models["reward"] = _resolve(reward, "reward")
+    tp = rollout_tp(actor, hw, gpus)
+    if gpus % tp:
+        raise ValueError(f"gpus={gpus} is not a multiple of the rollout replica size tp={tp} "
+                         f"({actor.name} needs {tp} {hw.name} per replica)")
 
-    def timed(flops, bytes_moved, eff, devices=gpus):
-        r = roofline_time(flops, bytes_moved, hw, dtype=dtype, num_devices=devices)
-        return r["time_s"] / eff, r["bound"]
+    def timed(flops, bytes_moved):
+        r = roofline_time(flops, bytes_moved, hw, dtype=dtype, num_devices=gpus)
+        return r["time_s"] / train_efficiency, r["bound"]
 
-    phases = []
-    kv_tok = kv_cache_bytes_per_token(actor)
-    tp = _rollout_tp(actor, hw, gpus, kv_share=0.3)
-    replicas = gpus // tp
-    w_bytes = 2.0 * actor.num_params()
-    # rollout: prefill once per prompt (its G samples share it), then decode step by step
-    pf = prefill_flops(actor, [prompt_len] * prompts)
-    t, bound = timed(pf, replicas * w_bytes + prompts * prompt_len * kv_tok, train_efficiency)
-    seqs = np.sort(R)[::-1]
-    per_replica = [seqs[i::replicas] for i in range(replicas)]       # longest spread evenly
-    busiest = max(per_replica, key=lambda s: s.sum())
-    steps = int(busiest.max()) - 1
-    j = np.arange(1, steps + 1)
-    active = (busiest[None, :] > j[:, None]).sum(axis=1)             # sequences still running
-    ctx = (np.minimum(busiest[None, :], j[:, None]) + prompt_len) * (busiest[None, :] > j[:, None])
-    d_v = actor.v_head_dim if actor.is_mla else actor.head_size
-    attn_pair = actor.num_hidden_layers * 2 * actor.num_attention_heads * (actor.head_size + d_v)
-    step_flops = active * 2.0 * matmul_weights_per_token(actor) + attn_pair * ctx.sum(axis=1)
-    step_bytes = w_bytes + kv_tok * ctx.sum(axis=1)
-    peak, bw = hw.peak(dtype) * tp, hw.hbm_bandwidth_bytes_per_s * tp
-    step_t = np.maximum(step_flops / (peak * train_efficiency),
-                        step_bytes / (bw * decode_efficiency))
-    dec_flops = decode_flops(actor, prompt_len, R)                   # all replicas
-    # training states stay resident while the colocated engine generates (no offload)
     states = sum(16.0 * m.num_params() for k, m in models.items() if k in ("actor", "critic"))
     frozen = sum(2.0 * m.num_params() for k, m in models.items() if k in ("reference", "reward"))
     resident = (states + frozen) / gpus
-    kv_peak = kv_tok * float((prompt_len + busiest).sum()) / tp
-    engine = {"model states": resident, "weights": w_bytes / tp}
-    phases.append(PhaseEstimate("rollout_prefill", "actor", pf, replicas * w_bytes, t, bound,
-                                {**engine, "KV cache": prompts / replicas * prompt_len * kv_tok
-                                 / tp}))
-    dec_bound = "memory" if steps and (step_bytes / bw).sum() >= (step_flops / peak).sum() \
-        else "compute"
-    phases.append(PhaseEstimate("rollout_decode", "actor", dec_flops,
-                                float(step_bytes.sum()) * replicas, float(step_t.sum()),
-                                dec_bound, {**engine, "KV cache": kv_peak}))
-    # training side: every pass split over all GPUs, states sharded (ZeRO-3)
+    # PPO samples one completion for each of its B G prompts; the GRPO family G per prompt
+    phases = list(rollout_phases(
+        actor, hw, prefill_prompts=n_seq if algo == "ppo" else prompts, prompt_len=prompt_len,
+        lengths=R, gpus=gpus, tp=tp, train_efficiency=train_efficiency,
+        decode_efficiency=decode_efficiency, dtype=dtype, resident=resident))
 
-    def act_mem(m):   # one sequence of the longest length in flight, full recompute
-        return m.num_hidden_layers * activation_bytes_per_layer(m, int(T.max()), 1,
-                                                                recompute="full")
+    def act_mem(m, head: bool) -> dict:   # one sequence of the longest length in flight
+        s = int(T.max())
+        kept = m.num_hidden_layers * activation_bytes_per_layer(m, s, 1, recompute="full")
+        layer = activation_bytes_per_layer(m, s, 1)              # recomputed, then freed
+        logits = 4.0 * s * m.vocab_size if head else 0.0         # fp32 logits
+        return {"model states": resident, "activations": kept + layer + logits}
 
     def fwd(name, key, head="all"):
         m = models[key]
         f = forward_flops(m, T, lm_head=head)
-        t, b = timed(f, gpus * 2.0 * m.num_params(), train_efficiency)
+        t, b = timed(f, gpus * 2.0 * m.num_params())
         phases.append(PhaseEstimate(name, key, f, gpus * 2.0 * m.num_params(), t, b,
-                                    {"model states": resident, "activations": act_mem(m)}))
+                                    act_mem(m, head == "all")))
 
     if recompute_old_logprobs:
         fwd("old_logprobs", "actor")
@@ -254,14 +231,16 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         m = models[key]
         head = "all" if key == "actor" else "none"
         f = ppo_epochs * (3 * forward_flops(m, T, lm_head=head) + 12.0 * m.num_params())
-        moved = ppo_epochs * gpus * 18.0 * m.num_params()       # weights, grads, Adam states
-        t, b = timed(f, moved, train_efficiency)
+        # per pass: bf16 weights read (forward, backward) and gradients written, then the
+        # optimizer reads and writes fp32 master weights and two moments: ~18 bytes/parameter
+        moved = ppo_epochs * gpus * 18.0 * m.num_params()
+        t, b = timed(f, moved)
         phases.append(PhaseEstimate(f"{key}_update", key, f, moved, t, b,
-                                    {"model states": resident, "activations": act_mem(m)}))
-    # weight sync: the trained bf16 weights gathered onto each rollout replica over NVLink
-    link = hw.intra_node_bandwidth_bytes_per_s or hw.hbm_bandwidth_bytes_per_s
-    phases.append(PhaseEstimate("weight_sync", "actor", 0.0, w_bytes * replicas,
-                                w_bytes * (1 - 1 / gpus) / link, "link", engine))
+                                    act_mem(m, head == "all")))
+    w_bytes = 2.0 * actor.num_params()
+    phases.append(PhaseEstimate("weight_sync", "actor", 0.0, w_bytes * gpus,
+                                weight_sync_s(w_bytes, hw, gpus), "link",
+                                {"model states": resident, "weights": w_bytes / tp}))
     worst = max(phases, key=lambda p: p.per_gpu_memory_bytes)
     fits = worst.per_gpu_memory_bytes <= hw.hbm_bytes
     parts = " + ".join(f"{k} {v / 1e9:.1f} GB" for k, v in worst.memory_parts.items() if v)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_real_array
+from ..checks import check_bool, check_real_array
 from .model import ModelConfig
 
 __all__ = ["matmul_weights_per_token", "forward_flops", "prefill_flops", "decode_flops",
@@ -35,8 +35,11 @@ def _check_model(model) -> ModelConfig:
     return model
 
 
+_MAX_LEN = 10**8                      # tokens per sequence: beyond any context window
+
+
 def _lengths(label: str, value, low: int = 1) -> np.ndarray:
-    a = check_real_array(label, value, low=low).reshape(-1)
+    a = check_real_array(label, value, low=low, high=_MAX_LEN).reshape(-1)
     if np.any(a != np.round(a)):
         raise ValueError(f"{label} must be whole numbers of tokens, got {value!r}")
     return a
@@ -66,7 +69,10 @@ def matmul_weights_per_token(model: ModelConfig, *, lm_head: bool = True) -> int
     """Matrix weights one token's forward pass multiplies by: every layer's projections and
     MLP (for MoE: the router, ``num_experts_per_tok`` routed and the shared experts), plus the
     LM head (V x D, whether or not it is tied to the embedding). Embedding lookups, norms and
-    biases are not matrix products and are left out."""
+    biases are not matrix products and are left out.
+
+    Raises:
+        ValueError: ``model`` is not a :class:`ModelConfig`."""
     m = _check_model(model)
     n_moe = m.num_moe_layers
     w = (m.num_hidden_layers - n_moe) * _layer_weights(m, False)
@@ -93,13 +99,14 @@ def forward_flops(model: ModelConfig, seq_lens, *, causal: bool = True,
         lm_head: ``"all"`` (logits at every position, as training and log-prob passes need),
             ``"last"`` (only the last, as a prefill that samples the next token), or ``"none"``.
     Raises:
-        ValueError: a non-ModelConfig model, lengths that are not positive whole numbers, an
-            unknown ``lm_head``.
+        ValueError: a non-ModelConfig model, lengths that are not whole numbers in
+            [1, 1e8], a non-bool ``causal``, an unknown ``lm_head``.
     """
     m = _check_model(model)
     n = _lengths("seq_lens", seq_lens)
+    check_bool("causal", causal)
     heads = {"all": n, "last": np.ones_like(n), "none": np.zeros_like(n)}
-    if lm_head not in heads:
+    if not isinstance(lm_head, str) or lm_head not in heads:
         raise ValueError(f"lm_head must be 'all', 'last' or 'none', got {lm_head!r}")
     layers = 2.0 * matmul_weights_per_token(m, lm_head=False) * n.sum()
     attention = _attn_per_pair(m) * _pairs(n, causal).sum()
@@ -143,6 +150,7 @@ def train_flops(model: ModelConfig, seq_lens, *, recompute: bool = False,
     With ``causal=False, recompute=True`` this is Megatron-LM's F = 96 B s l h^2 (1 + s / (6 h) +
     V / (16 l h)) (Narayanan et al. 2021, Eq. 3) for a GPT model of width h and depth l."""
     m = _check_model(model)
+    check_bool("recompute", recompute)
     fwd = forward_flops(m, seq_lens, causal=causal, lm_head="all")
     extra = forward_flops(m, seq_lens, causal=causal, lm_head="none") if recompute else 0.0
     return 3.0 * fwd + extra

@@ -1,9 +1,11 @@
 """Accelerators: peak FLOP/s, memory and bandwidths, with sources, and a preset measured on the
 reader's own CPU (book Chapter 4).
 
-All figures are per device. FLOP/s are *dense* peaks (vendors often print "with sparsity", twice
-the dense figure); link bandwidths are per GPU in one direction (NVLink's "900 GB/s" for H100 is
-the two directions added). ``hbm_bytes`` takes the vendor's "80GB" as 80e9 bytes. Sources: each
+All figures are per device. FLOP/s are *dense* peaks (vendors often print "with sparsity",
+twice the dense figure); ``fp32`` is the vendor's FP32 figure, non-tensor-core for NVIDIA, the
+matrix-core one for AMD's MI300X. Link bandwidths are per GPU in one direction (NVLink's
+"900 GB/s" for H100 is the two directions added). ``hbm_bytes`` takes the vendor's "80GB" as
+80e9 bytes. Sources: each
 preset's ``sources`` field, from the vendors' datasheets.
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ from importlib import resources
 
 import numpy as np
 
-from ..checks import check_number
+from ..checks import check_int, check_number
 
 __all__ = ["HardwareSpec", "hardware_preset", "hardware_presets", "measure_cpu"]
 
@@ -47,6 +49,20 @@ class HardwareSpec:
     inter_node_bandwidth_bytes_per_s: float | None = None
     gpus_per_node: int = 1
     sources: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self):
+        if not isinstance(self.peak_flops, dict) or not self.peak_flops:
+            raise ValueError(f"HardwareSpec.peak_flops must be a non-empty dict dtype -> FLOP/s, "
+                             f"got {self.peak_flops!r}")
+        for dtype, v in self.peak_flops.items():
+            check_number(f"HardwareSpec.peak_flops[{dtype!r}]", v, low=0, low_open=True)
+        check_number("HardwareSpec.hbm_bandwidth_bytes_per_s", self.hbm_bandwidth_bytes_per_s,
+                     low=0, low_open=True)
+        check_number("HardwareSpec.hbm_bytes", self.hbm_bytes, low=0, low_open=True)
+        for f in ("intra_node_bandwidth_bytes_per_s", "inter_node_bandwidth_bytes_per_s"):
+            if getattr(self, f) is not None:
+                check_number(f"HardwareSpec.{f}", getattr(self, f), low=0, low_open=True)
+        check_int("HardwareSpec.gpus_per_node", self.gpus_per_node, 1)
 
     def peak(self, dtype: str = "bf16") -> float:
         """Dense peak FLOP/s for ``dtype``.
@@ -85,8 +101,9 @@ def hardware_preset(name: str) -> HardwareSpec:
     Raises:
         ValueError: an unknown name, listing the known ones.
     """
-    key = name.lower() if isinstance(name, str) else name
-    key = _ALIASES.get(key, key)
+    if not isinstance(name, str):
+        raise ValueError(f"hardware preset name must be a string, got {name!r}")
+    key = _ALIASES.get(name.lower(), name.lower())
     table = _table()
     if key not in table:
         raise ValueError(f"unknown hardware preset {name!r}; known: {', '.join(sorted(table))} "
@@ -121,13 +138,15 @@ def measure_cpu(seconds: float = 1.0, *, matrix_size: int = 512,
     what the book's toy model can reach. ``hbm_bytes`` is the physical RAM.
 
     Raises:
-        ValueError: ``seconds`` outside (0, 60], or sizes below 64 / 1 MiB.
+        ValueError: ``seconds`` outside (0, 60], ``matrix_size`` outside [64, 4096],
+            ``array_bytes`` outside [1 MiB, 1 GiB].
     """
     check_number("seconds", seconds, low=0, high=60, low_open=True)
-    if not isinstance(matrix_size, int) or matrix_size < 64:
-        raise ValueError(f"matrix_size must be an int >= 64, got {matrix_size!r}")
-    if not isinstance(array_bytes, int) or array_bytes < 2**20:
-        raise ValueError(f"array_bytes must be an int >= 1 MiB, got {array_bytes!r}")
+    check_int("matrix_size", matrix_size, 64)
+    check_int("array_bytes", array_bytes, 2**20)
+    if matrix_size > 4096 or array_bytes > 2**30:
+        raise ValueError(f"matrix_size must be <= 4096 and array_bytes <= 1 GiB (a measurement "
+                         f"of a second or two), got {matrix_size} and {array_bytes}")
     rng = np.random.default_rng(0)
     n, flops = matrix_size, {}
     for dtype, key in ((np.float32, "fp32"), (np.float64, "fp64")):
@@ -138,8 +157,8 @@ def measure_cpu(seconds: float = 1.0, *, matrix_size: int = 512,
     bandwidth = _best_rate(lambda: np.copyto(dst, src), 2.0 * src.nbytes, seconds / 3)
     try:
         ram = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):      # not a POSIX system
-        ram = float("nan")
+    except (ValueError, OSError, AttributeError):      # not a POSIX system: RAM unknown,
+        ram = 1.0                                      # recorded as 1 byte (see sources)
     how = f"measured by rlmperf_lite.cost.measure_cpu in {seconds:g} s"
     return HardwareSpec(name="this CPU (measured)", peak_flops=flops, hbm_bytes=ram,
                         hbm_bandwidth_bytes_per_s=bandwidth, gpus_per_node=1,

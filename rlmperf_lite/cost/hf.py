@@ -50,6 +50,14 @@ def _load(config) -> dict:
     return config
 
 
+def _loaded(config) -> dict:
+    c = _load(config)
+    if not isinstance(c, dict):
+        raise ValueError(f"config file {str(config)!r} holds a {type(c).__name__}, not a "
+                         "config.json object")
+    return c
+
+
 def _need(c: dict, key: str, model_type: str):
     if c.get(key) is None:
         raise ValueError(f"config.json of model_type {model_type!r} lacks {key!r}")
@@ -66,9 +74,9 @@ def from_hf_config(config, *, name: str | None = None) -> ModelConfig:
             field (named), or a layout the cost model does not represent (e.g. Qwen3-MoE with
             ``mlp_only_layers``), and any :class:`ModelConfig` check.
     """
-    c = _load(config)
+    c = _loaded(config)
     mt = c.get("model_type")
-    if mt not in FAMILIES:
+    if not isinstance(mt, str) or mt not in FAMILIES:
         raise ValueError(f"model_type {mt!r} is not supported; supported: {sorted(FAMILIES)}")
     kw = {k: c[k] for k in _COMMON if c.get(k) is not None}
     kw.update(FAMILIES[mt])

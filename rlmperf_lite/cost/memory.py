@@ -17,13 +17,14 @@
 
   The formulas are for a GPT layer (MHA, 4h MLP); for other shapes they are the paper's
   approximation.
-- KV cache: per token, keys and values of every layer: 2 L KV_heads head_dim bytes (Kwon et
+- KV cache: per token, keys and values of every layer: 2 L KV_heads head_dim x bytes per value
+  (Kwon et
   al. 2023, vLLM, arXiv 2309.06180, §3: OPT-13B in fp16, 800 KB per token); multi-head latent
   attention caches one compressed vector of kv_lora_rank + qk_rope_head_dim per layer.
 """
 from __future__ import annotations
 
-from ..checks import check_choice, check_int, check_number
+from ..checks import check_bool, check_choice, check_int, check_number
 from .model import ModelConfig
 
 __all__ = ["BYTES_PER_PARAM_ADAM", "model_state_bytes", "activation_bytes_per_layer",
@@ -70,6 +71,7 @@ def activation_bytes_per_layer(model: ModelConfig, seq_len: int, micro_batch: in
     check_int("seq_len", seq_len, 1)
     check_int("micro_batch", micro_batch, 1)
     check_int("tp", tp, 1)
+    check_bool("sp", sp)
     check_choice("recompute", recompute, ("none", "selective", "full"))
     a, h = m.num_attention_heads, m.hidden_size
     if a % tp:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..checks import check_choice, check_int
+from ..checks import check_bool, check_choice, check_int
 
 __all__ = ["ModelConfig"]
 
@@ -84,6 +84,9 @@ class ModelConfig:
                   "first_k_dense_replace", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
                   "position_offset"):
             check_int(f"ModelConfig.{f}", getattr(self, f), 0)
+        for f in ("tie_word_embeddings", "attention_bias", "qkv_bias", "qk_norm", "mlp_bias",
+                  "router_bias"):
+            check_bool(f"ModelConfig.{f}", getattr(self, f))
         check_choice("ModelConfig.mlp", self.mlp, ("swiglu", "gelu", "relu"))
         check_choice("ModelConfig.position", self.position, ("rope", "learned"))
         check_choice("ModelConfig.norm", self.norm, ("rmsnorm", "layernorm"))
@@ -102,6 +105,14 @@ class ModelConfig:
                 raise ValueError("ModelConfig.moe_intermediate_size is needed with num_experts")
             if self.first_k_dense_replace > self.num_hidden_layers:
                 raise ValueError("ModelConfig.first_k_dense_replace exceeds num_hidden_layers")
+        elif self.num_experts_per_tok or self.num_shared_experts or self.first_k_dense_replace \
+                or self.moe_intermediate_size is not None or self.router_bias:
+            raise ValueError("ModelConfig: MoE fields (num_experts_per_tok, num_shared_experts, "
+                             "moe_intermediate_size, first_k_dense_replace, router_bias) need "
+                             "num_experts > 0")
+        if self.q_lora_rank is not None and not self.is_mla:
+            raise ValueError("ModelConfig.q_lora_rank needs kv_lora_rank (multi-head latent "
+                             "attention)")
         if self.is_mla and not (self.qk_rope_head_dim and self.qk_nope_head_dim
                                 and self.v_head_dim):
             raise ValueError("ModelConfig: multi-head latent attention (kv_lora_rank) needs "

@@ -56,7 +56,9 @@ def preset_record(name: str) -> dict:
     Raises:
         ValueError: an unknown name, listing the known ones.
     """
-    key = name.lower() if isinstance(name, str) else name
+    if not isinstance(name, str):
+        raise ValueError(f"model preset name must be a string, got {name!r}")
+    key = name.lower()
     recs = _records()
     if key not in recs:
         raise ValueError(f"unknown model preset {name!r}; known: {', '.join(sorted(recs))}")

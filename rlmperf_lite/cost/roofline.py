@@ -59,13 +59,16 @@ def roofline_time(flops: float, bytes_moved: float, hardware: HardwareSpec, *,
 
 def decode_step_flops(model: ModelConfig, batch: int, context: int) -> float:
     """FLOPs of one decode step for ``batch`` sequences whose caches hold ``context`` tokens:
-    per sequence 2 x the matrix weights + attention over the context (as
-    :func:`rlmperf_lite.cost.decode_flops`)."""
+    per sequence 2 x the matrix weights + attention over the context and the new token itself
+    (context + 1 keys, as in :func:`rlmperf_lite.cost.decode_flops`).
+
+    Raises:
+        ValueError: a non-ModelConfig model, ``batch`` < 1 or ``context`` < 0."""
     m = _check_model(model)
     check_int("batch", batch, 1)
     check_int("context", context, 0)
     d_v = m.v_head_dim if m.is_mla else m.head_size
-    attn = m.num_hidden_layers * 2 * m.num_attention_heads * (m.head_size + d_v) * context
+    attn = m.num_hidden_layers * 2 * m.num_attention_heads * (m.head_size + d_v) * (context + 1)
     return float(batch * (2 * matmul_weights_per_token(m) + attn))
 
 
@@ -74,11 +77,15 @@ def decode_step_bytes(model: ModelConfig, batch: int, context: int, *, weight_by
     """Bytes one decode step reads from device memory: every weight once (for MoE, the experts
     a batch of that size is expected to touch: each of E experts is picked by a token with
     probability k / E, so E (1 - (1 - k/E)^batch) of them), plus each sequence's KV cache of
-    ``context`` tokens. Activations are small next to both and left out."""
+    ``context`` tokens. Activations are small next to both and left out.
+
+    Raises:
+        ValueError: naming a bad model, batch, context, weight_bytes or kv_dtype_bytes."""
     m = _check_model(model)
     check_int("batch", batch, 1)
     check_int("context", context, 0)
     check_int("weight_bytes", weight_bytes, 1)
+    check_int("kv_dtype_bytes", kv_dtype_bytes, 1)
     params = m.num_params()
     if m.is_moe:
         b = m.param_breakdown()
@@ -92,9 +99,17 @@ def decode_step_bytes(model: ModelConfig, batch: int, context: int, *, weight_by
 def mfu(model_flops: float, seconds: float, hardware: HardwareSpec, *, num_devices: int = 1,
         dtype: str = "bf16") -> float:
     """Model FLOPs utilisation: ``model_flops`` (the FLOPs the model needs, recomputation
-    excluded) / (``seconds`` x ``num_devices`` x the device's peak for ``dtype``)."""
+    excluded) / (``seconds`` x ``num_devices`` x the device's peak for ``dtype``), in [0, 1].
+
+    Raises:
+        ValueError: negative FLOPs, non-positive seconds, a bad device count or dtype, or
+            inputs that give more than 100% (the FLOPs could not have run in that time)."""
     hw = _hw(hardware)
     check_number("model_flops", model_flops, low=0)
     check_number("seconds", seconds, low=0, low_open=True)
     check_int("num_devices", num_devices, 1)
-    return model_flops / (seconds * num_devices * hw.peak(dtype))
+    u = model_flops / (seconds * num_devices * hw.peak(dtype))
+    if u > 1:
+        raise ValueError(f"model_flops={model_flops:.3g} in {seconds:.3g} s on {num_devices} x "
+                         f"{hw.name} is {u:.3g}x the peak: check the units (FLOPs, seconds)")
+    return u

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..checks import check_int, check_real_array
 from ..workdepth import _ACT_DEPTH, _ADAMW_DEPTH, PhaseCost, WorkDepth, _d_mm, _lg
-from .estimate import estimate_rl_step
+from .estimate import _lengths, estimate_rl_step
 from .model import ModelConfig
 from .presets import model_preset
 
@@ -31,7 +31,8 @@ def expected_max_length(lengths, group_size: int) -> float:
     x_(k) ((k / n)^G - ((k - 1) / n)^G), exact for that distribution.
 
     Raises:
-        ValueError: naming ``lengths`` (empty, not positive numbers) or ``group_size``.
+        ValueError: naming ``lengths`` (empty, negative or not real numbers) or
+            ``group_size``.
     """
     x = np.sort(check_real_array("lengths", lengths, low=0).reshape(-1))
     check_int("group_size", group_size, 1)
@@ -59,7 +60,14 @@ def _layer_depth(m: ModelConfig, n: int, moe: bool) -> int:
 
 def forward_depth(model: ModelConfig, n: int) -> int:
     """Rounds of a forward pass whose last query sees n positions: every layer, the head and
-    the log-softmax over the vocabulary."""
+    the log-softmax over the vocabulary. Only attention depends on n: 3 ceil(log2 n) + 4 rounds
+    per layer (softmax over n keys, then the weighted sum of n values).
+
+    Raises:
+        ValueError: ``model`` is not a :class:`ModelConfig`, or ``n`` is not an int >= 1."""
+    if not isinstance(model, ModelConfig):
+        raise ValueError(f"model must be a ModelConfig, got {type(model).__name__}")
+    check_int("n", n, 1)
     m = model
     n_moe = m.num_moe_layers
     layers = (m.num_hidden_layers - n_moe) * _layer_depth(m, n, False)
@@ -71,7 +79,9 @@ def forward_depth(model: ModelConfig, n: int) -> int:
 def rl_step_workdepth(algo: str = "grpo", *, processors: int = 1, **estimate_kwargs) -> WorkDepth:
     """Work (FLOPs) and depth (rounds) of each phase of the step that
     :func:`estimate_rl_step` describes (same arguments), with Brent's bounds for
-    ``processors``. Decode depth uses the longest response of the batch.
+    ``processors``. Decode depth uses the longest response of the batch (of the B G quantiles
+    the estimate takes from a length distribution). ``processors`` counts units that each do
+    one operation per round, not GPUs: a GPU is many thousands of them.
 
     Raises:
         ValueError: as :func:`estimate_rl_step`, or a bad ``processors``.
@@ -85,8 +95,8 @@ def rl_step_workdepth(algo: str = "grpo", *, processors: int = 1, **estimate_kwa
         models[key] = (model_preset(v) if isinstance(v, str) else v) if v is not None \
             else models["actor"]
     P = estimate_kwargs["prompt_len"]
-    r = check_real_array("response_len", estimate_kwargs["response_len"], low=1)
-    R = int(r.max())
+    n_seq = estimate_kwargs["prompts"] * estimate_kwargs["group_size"]
+    R = int(_lengths(estimate_kwargs["response_len"], n_seq).max())   # as the estimate's samples
     T = P + R
     n_tokens = estimate_kwargs["prompts"] * estimate_kwargs["group_size"] * T
     phases = []
@@ -94,8 +104,10 @@ def rl_step_workdepth(algo: str = "grpo", *, processors: int = 1, **estimate_kwa
         m = models.get(p.model, models["actor"])
         if p.name == "rollout_prefill":
             depth = forward_depth(m, P)
-        elif p.name == "rollout_decode":
-            depth = sum(forward_depth(m, P + j) for j in range(1, R))
+        elif p.name == "rollout_decode":      # R - 1 passes; only attention grows with context
+            ctx = np.arange(P + 1, P + R, dtype=np.float64)
+            lg = np.where(ctx > 1, np.ceil(np.log2(np.maximum(ctx, 1))), 0)
+            depth = (R - 1) * forward_depth(m, 1) + 3 * m.num_hidden_layers * float(lg.sum())
         elif p.name.endswith("_update"):
             fwd = forward_depth(m, T)
             epochs = estimate_kwargs.get("ppo_epochs", 1)

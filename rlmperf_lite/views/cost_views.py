@@ -87,12 +87,14 @@ def estimate_table_html(est) -> str:
 
 def estimate_widget(**defaults):
     """Dropdowns and sliders driving :func:`estimate_rl_step` (model preset, accelerator,
-    algorithm, B, G, P, R, GPUs, KL); bad combinations show the ValueError's message."""
+    algorithm, B, G, P, R, GPUs, KL coefficient; defaults: the Chapter 4 lab's step); bad
+    combinations show the ValueError's message."""
     import ipywidgets as w
     from IPython.display import display
 
     c = {"actor": "qwen2.5-7b", "hardware": "h100-sxm", "algo": "grpo", "prompts": 32,
-         "group_size": 16, "prompt_len": 512, "response_len": 4096, "gpus": 64, **defaults}
+         "group_size": 16, "prompt_len": 512, "response_len": 4096, "gpus": 64,
+         "kl_coef": 0.001, **defaults}
     controls = {
         "actor": w.Dropdown(options=model_presets(), value=c["actor"], description="model"),
         "hardware": w.Dropdown(options=hardware_presets(), value=c["hardware"],
@@ -103,6 +105,8 @@ def estimate_widget(**defaults):
         "prompt_len": w.IntSlider(value=c["prompt_len"], min=1, max=8192, description="P"),
         "response_len": w.IntSlider(value=c["response_len"], min=1, max=32768, description="R"),
         "gpus": w.IntSlider(value=c["gpus"], min=1, max=1024, description="GPUs"),
+        "kl_coef": w.FloatSlider(value=c["kl_coef"], min=0.0, max=0.1, step=0.001,
+                                 readout_format=".3f", description="kl_coef"),
     }
     message, out = w.HTML(), w.Output()
 

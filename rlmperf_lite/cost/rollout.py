@@ -1,0 +1,110 @@
+"""The rollout of an RL step on inference replicas, and the weight sync that feeds them (book
+Chapter 4).
+
+Modelling choices, stated once:
+
+- The rollout runs on ``gpus / tp`` replicas of ``tp`` GPUs each: tp is the smallest power of
+  two within a node whose HBM holds the bf16 weights with 30% left for the KV cache.
+- Prefill: each prompt is prefilled once (its G samples share the cache, as engines do with
+  ``n`` samples); prompts are spread evenly over replicas; the busiest replica sets the time.
+- Decode: samples are dealt to replicas longest first, round-robin (balanced as if lengths were
+  known in advance, an optimistic schedule); each replica decodes its samples as one batch,
+  one token per step, until its longest response ends. A step reads the weights (for MoE, the
+  experts that step's batch is expected to touch) and the KV cache of every running sequence.
+- Weights and KV cache are bf16 (2 bytes). KV heads split across tp (replicated beyond the
+  number of KV heads; a latent-attention cache is replicated).
+- Weight sync: the trainer's bf16 weights all-gathered onto every GPU, hierarchically: the part
+  from other nodes over the node's network cards, the rest over NVLink.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .flops import decode_flops, matmul_weights_per_token, prefill_flops
+from .hardware import HardwareSpec
+from .memory import kv_cache_bytes_per_token
+from .model import ModelConfig
+from .phase import PhaseEstimate
+
+__all__ = ["rollout_tp", "rollout_phases", "weight_sync_s"]
+
+
+def rollout_tp(model: ModelConfig, hw: HardwareSpec, gpus: int, kv_share: float = 0.3) -> int:
+    """Smallest power-of-two TP degree within a node whose HBM holds the bf16 weights with
+    ``kv_share`` of it left for the KV cache (capped by the node and by ``gpus``)."""
+    tp, weights = 1, 2.0 * model.num_params()
+    while weights / tp > (1 - kv_share) * hw.hbm_bytes and tp * 2 <= min(hw.gpus_per_node, gpus):
+        tp *= 2
+    return tp
+
+
+def _kv_split(m: ModelConfig, tp: int) -> int:
+    return 1 if m.is_mla else min(tp, m.kv_heads)
+
+
+def rollout_phases(actor: ModelConfig, hw: HardwareSpec, *, prefill_prompts: int,
+                   prompt_len: int, lengths: np.ndarray, gpus: int, tp: int,
+                   train_efficiency: float, decode_efficiency: float, dtype: str,
+                   resident: float) -> tuple:
+    """(prefill, decode) :class:`PhaseEstimate` for ``lengths`` (one response length per
+    sample); ``resident`` is the per-GPU memory already held (training states)."""
+    replicas = gpus // tp
+    w_bytes = 2.0 * actor.num_params()
+    kv_tok = kv_cache_bytes_per_token(actor)
+    kv_div = _kv_split(actor, tp)
+    peak, bw = hw.peak(dtype) * tp, hw.hbm_bandwidth_bytes_per_s * tp
+    engine = {"model states": resident, "weights": w_bytes / tp}
+    # prefill: the busiest replica prefills ceil(prompts / replicas) prompts
+    per_rep = math.ceil(prefill_prompts / replicas)
+    pf_rep = prefill_flops(actor, [prompt_len] * per_rep)
+    pf_bytes = w_bytes + per_rep * prompt_len * kv_tok
+    pf_t = max(pf_rep / (peak * train_efficiency), pf_bytes / (bw * decode_efficiency))
+    prefill = PhaseEstimate(
+        "rollout_prefill", "actor", prefill_flops(actor, [prompt_len] * prefill_prompts),
+        min(replicas, prefill_prompts) * pf_bytes, pf_t,
+        "compute" if pf_rep / pf_bytes >= peak / bw else "memory",
+        {**engine, "KV cache": per_rep * prompt_len * kv_tok / kv_div})
+    # decode: the busiest replica's batch, step by step (1-D over steps: memory O(R))
+    desc = np.sort(lengths)[::-1]
+    deal = np.arange(desc.size) % replicas                    # longest first, round-robin
+    busiest = desc[deal == int(np.argmax(np.bincount(deal, weights=desc)))]
+    ordered = np.sort(busiest)
+    steps = int(ordered[-1]) - 1
+    j = np.arange(1, steps + 1, dtype=np.float64)
+    active = ordered.size - np.searchsorted(ordered, j, side="right")    # still running
+    ctx = active * (prompt_len + j)                           # keys read, summed over the batch
+    d_v = actor.v_head_dim if actor.is_mla else actor.head_size
+    attn_pair = actor.num_hidden_layers * 2 * actor.num_attention_heads * (actor.head_size + d_v)
+    step_flops = active * 2.0 * matmul_weights_per_token(actor) + attn_pair * ctx
+    params = np.full(steps, actor.num_params(), dtype=np.float64)
+    if actor.is_moe:                                          # experts the step's batch touches
+        routed = actor.param_breakdown()["routed_experts"]
+        k, E = actor.num_experts_per_tok, actor.num_experts
+        params = params - routed + routed * (1 - (1 - k / E) ** active)
+    step_bytes = 2.0 * params + kv_tok * ctx
+    step_t = np.maximum(step_flops / (peak * train_efficiency),
+                        step_bytes / (bw * decode_efficiency))
+    mem_bound = (step_bytes / bw).sum() >= (step_flops / peak).sum()
+    kv_peak = kv_tok * float((prompt_len + busiest).sum()) / kv_div
+    decode = PhaseEstimate("rollout_decode", "actor", decode_flops(actor, prompt_len, lengths),
+                           float(step_bytes.sum()) * replicas, float(step_t.sum()),
+                           "memory" if steps == 0 or mem_bound else "compute",
+                           {**engine, "KV cache": kv_peak})
+    return prefill, decode
+
+
+def weight_sync_s(weight_bytes: float, hw: HardwareSpec, gpus: int) -> float:
+    """Seconds to all-gather ``weight_bytes`` onto every one of ``gpus`` GPUs, hierarchically:
+    the share held on other nodes crosses each node's network cards (one per GPU), then the
+    share held by other GPUs of the node crosses NVLink (each GPU receives (n-1)/n of the data
+    of a ring all-gather over n)."""
+    per_node = min(gpus, hw.gpus_per_node)
+    nodes = math.ceil(gpus / per_node)
+    intra = hw.intra_node_bandwidth_bytes_per_s or hw.hbm_bandwidth_bytes_per_s
+    t = weight_bytes * (1 - 1 / per_node) / intra
+    if nodes > 1:
+        inter = hw.inter_node_bandwidth_bytes_per_s or intra
+        t += weight_bytes * (1 - 1 / nodes) / (per_node * inter)
+    return t
