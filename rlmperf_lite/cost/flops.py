@@ -14,6 +14,10 @@ kernel that masks a full score matrix computes. A backward pass costs twice its 
 LM head, as Narayanan et al. 2021 (arXiv 2104.04473) count in Eq. 3, which
 ``tests/test_cost_flops.py`` reproduces exactly.
 
+Multi-head latent attention (DeepSeek-V3) is counted in its training form (keys and values
+decompressed per head); inference engines that absorb the decompression into the queries do
+less arithmetic per decode step than counted here.
+
 Shapes: ``seq_lens``, ``prompt_lens``, ``response_lens`` are one int per sequence (or one int
 for all); results are FLOPs summed over the batch, as floats.
 """
