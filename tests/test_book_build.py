@@ -57,7 +57,8 @@ def test_strict_build_succeeds_with_broken_notebook_in_dot_venv(book_build):
         f"strict build failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}")
 
 
-@pytest.mark.parametrize("page", ["index", "book/intro", "book/ch01_rl_loop", "notebooks/ch01_lab"])
+@pytest.mark.parametrize("page", ["index", "book/intro", "book/ch01_rl_loop", "notebooks/ch01_lab",
+                                  "book/ch06_profiles", "notebooks/ch06_lab"])
 def test_page_html_exists(book_build, page):
     _, html = book_build
     assert (html / f"{page}.html").is_file(), f"missing {page}.html in {html}"
@@ -68,6 +69,19 @@ def test_lab_page_has_executed_output(book_build):
     lab_html = (html / "notebooks" / "ch01_lab.html").read_text(encoding="utf-8")
     # myst-nb wraps every rendered code-cell output in a <div class="cell_output ...">.
     assert "cell_output" in lab_html, "the lab page shows no executed cell output"
+
+
+def test_mathjax_is_served_by_the_site_not_a_cdn(book_build):
+    """Formulas typeset offline: every page loads MathJax from _static (the django-static-mathjax
+    copy, book/_ext/offline_assets.py), never from a CDN."""
+    _, html = book_build
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    assert (html / "_static" / "mathjax" / "output" / "chtml" / "fonts").is_dir()
+    for page in html.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert "cdn.jsdelivr.net/npm/mathjax" not in text, page
+    chapter = (html / "book" / "ch03_grpo_family.html").read_text(encoding="utf-8")
+    assert 'src="../_static/mathjax/tex-chtml.js"' in chapter
 
 
 def test_venv_is_not_built(book_build):
