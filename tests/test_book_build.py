@@ -84,6 +84,18 @@ def test_mathjax_is_served_by_the_site_not_a_cdn(book_build):
     assert 'src="../_static/mathjax/tex-chtml.js"' in chapter
 
 
+def test_no_page_loads_a_script_or_stylesheet_from_another_host(book_build):
+    """Pages work offline: no <script src> or <link href> points outside the site (MathJax and
+    the widgets HTML manager are served from _static; see book/_static/ipywidgets/SOURCE.txt)."""
+    import re
+    _, html = book_build
+    external = re.compile(r'<(?:script|link)\b[^>]*(?:src|href)="(?:https?:)?//[^"]*"')
+    for page in html.rglob("*.html"):
+        found = external.findall(page.read_text(encoding="utf-8"))
+        assert not found, (page, found)
+    assert (html / "_static" / "ipywidgets" / "embed.js").is_file()
+
+
 def test_venv_is_not_built(book_build):
     _, html = book_build
     assert not (html / ".venv").exists()
