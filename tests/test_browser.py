@@ -1,13 +1,13 @@
 """The built pages in a real browser: Debian's Chromium driven by Playwright (never a downloaded
 browser), pages opened over file:// with no network.
 
-Every page: no request fails, maths typesets (MathJax from the site), every chart output is an
-SVG with marks, and the labs' saved widgets render their controls. A screenshot of each page goes
-to ``_build/screenshots`` (gitignored), the CI artefact folder. Skipped when no Chromium is
-installed (``.ci/run`` installs it; locally: ``apt-get install chromium``).
+Every page: no request fails, no error in the console, maths typesets (MathJax from the site),
+every chart output is an SVG with marks, and the labs' saved widgets render their controls. A
+screenshot of each page goes to ``_build/screenshots`` (gitignored), the CI artefact folder.
+Skipped when no Chromium is installed (``.ci/run`` installs it; locally: ``apt-get install
+chromium``).
 
-Not asserted yet (issue 8): console errors — sphinx-thebe declares THEBE_JS_URL twice, and a
-script calls MathJax 2's ``MathJax.Hub`` — and sliders driving charts with no kernel.
+Not asserted yet (issue 8): sliders driving charts with no kernel.
 """
 import shutil
 from pathlib import Path
@@ -42,8 +42,10 @@ def test_page_renders_offline(book_build, browser, name):
     proc, html = book_build
     assert proc.returncode == 0
     page = browser.new_page()
-    failed = []
+    failed, errors = [], []
     page.on("requestfailed", lambda r: failed.append(r.url))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto((html / f"{name}.html").as_uri(), wait_until="load")
     if page.locator("span.math, div.math").count():
         page.wait_for_function("document.querySelectorAll('mjx-container').length > 0",
@@ -57,5 +59,7 @@ def test_page_renders_offline(book_build, browser, name):
     shots = REPO / "_build" / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(shots / f"{name.replace('/', '__')}.png"), full_page=True)
+    page.wait_for_timeout(500)                    # late errors (widgets render on load)
     page.close()
     assert failed == [], failed
+    assert errors == [], errors
