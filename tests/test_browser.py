@@ -63,3 +63,36 @@ def test_page_renders_offline(book_build, browser, name):
     page.close()
     assert failed == [], failed
     assert errors == [], errors
+
+
+def test_static_calculator_runs_without_a_kernel_and_matches_the_library(book_build, browser):
+    """Chapter 4's no-kernel calculator: changing its controls changes the chart, and at sample
+    settings the step time it shows equals estimate_rl_step's (to the 4 significant digits the
+    page stores per phase)."""
+    import re
+
+    from rlmperf_lite.cost import estimate_rl_step
+    _, html = book_build
+    page = browser.new_page()
+    page.goto((html / "notebooks" / "ch04_lab.html").as_uri(), wait_until="load")
+    page.wait_for_function("window.rlmperfViews && Object.keys(window.rlmperfViews).length",
+                           timeout=20_000)
+    chart = page.locator(".rlmperf-static-chart")
+    names = [n.strip() for n in chart.locator(".vega-bind-name").all_inner_texts()]
+    setting = {"actor": "qwen2.5-7b", "hardware": "h100-sxm", "algo": "grpo", "gpus": 64,
+               "response_len": 4096, "group_size": 16}
+    shown = []
+    for change in ({}, {"hardware": "h20"}, {"actor": "llama-3.1-8b", "algo": "ppo", "gpus": 32,
+                                              "response_len": 16384, "group_size": 4}):
+        setting.update(change)
+        for key, value in change.items():
+            chart.locator(".vega-bind select").nth(names.index(key)).select_option(str(value))
+        page.wait_for_timeout(300)
+        text = chart.locator("svg text").filter(has_text="step ").first.text_content()
+        step = float(re.search(r"step ([0-9.]+) s", text).group(1))
+        args = {**setting, "prompts": 32, "prompt_len": 512, "kl_coef": 0.001}
+        est = estimate_rl_step(args.pop("algo"), **args)
+        assert step == pytest.approx(est.time_s, rel=2e-3, abs=0.006), (setting, text)
+        shown.append(text)
+    page.close()
+    assert len(set(shown)) == 3                       # each change redrew the chart

@@ -110,3 +110,25 @@ def test_step_time_chart_stacks_phase_times():
                            prompt_len=64, response_len=128, gpus=8)
     rows = step_time_chart({"ppo": est}).to_dict()["data"]["values"]
     assert sum(r["seconds"] for r in rows) == pytest.approx(est.time_s)
+
+
+def test_static_calculator_grid_chart_and_page_output():
+    """The no-kernel calculator's data are the library's estimates; its controls are bound
+    parameters; its page output holds the initial SVG and a script with no '</' inside."""
+    from rlmperf_lite.cost import estimate_rl_step
+    from rlmperf_lite.views import estimate_calculator_chart, estimate_grid, static_chart_html
+    grid = {"actor": ("qwen2.5-7b",), "hardware": ("h100-sxm", "h20"), "algo": ("grpo",),
+            "gpus": (8, 64), "response_len": (1024,), "group_size": (16,)}
+    rows = estimate_grid(grid)
+    est = estimate_rl_step("grpo", actor="qwen2.5-7b", hardware="h20", gpus=64, prompts=32,
+                           group_size=16, prompt_len=512, response_len=1024, kl_coef=0.001)
+    sample = [r for r in rows if r["hardware"] == "h20" and r["gpus"] == 64]
+    assert [r["time_s"] for r in sample] == [p.time_s for p in est.phases]
+    spec = estimate_calculator_chart(rows).to_dict()
+    assert [p["name"] for p in spec["params"]] == list(grid)
+    assert spec["data"]["format"]["type"] == "csv"
+    page = static_chart_html(estimate_calculator_chart(rows))
+    script = page.split("<script>", 1)[1]
+    assert "<svg" in page.split("<script>")[0] and "</" not in script.rsplit("</script>", 1)[0]
+    with pytest.raises(ValueError, match="rows is empty"):
+        estimate_calculator_chart([])

@@ -4,10 +4,13 @@ from .charts import (learning_curve_chart, lines_chart, metrics_chart, phase_tim
 from .cost_views import (brent_chart, estimate_table_html, estimate_widget, memory_chart,
                          phase_share_chart, rl_workdepth_widget, roofline_chart,
                          step_time_chart)
+from .static_calculators import (estimate_calculator_chart, estimate_grid, static_chart,
+                                 static_chart_html)
 from .widgets import variant_cost_html, variant_cost_widget, workdepth_widget
 
 __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdepth_chart",
            "workdepth_widget", "sweep_curves_chart", "sweep_spread_chart", "lines_chart",
            "variant_cost_html", "variant_cost_widget", "roofline_chart", "phase_share_chart",
            "memory_chart", "estimate_table_html", "estimate_widget", "brent_chart",
-           "rl_workdepth_widget", "step_time_chart"]
+           "rl_workdepth_widget", "step_time_chart", "estimate_grid",
+           "estimate_calculator_chart", "static_chart", "static_chart_html"]
