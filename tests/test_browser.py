@@ -96,3 +96,25 @@ def test_static_calculator_runs_without_a_kernel_and_matches_the_library(book_bu
         shown.append(text)
     page.close()
     assert len(set(shown)) == 3                       # each change redrew the chart
+
+
+@pytest.mark.parametrize("name", ["notebooks/ch01_lab", "notebooks/ch03_lab",
+                                  "notebooks/ch05_lab"])
+def test_every_no_kernel_calculator_redraws_when_a_control_moves(book_build, browser, name):
+    _, html = book_build
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((html / f"{name}.html").as_uri(), wait_until="load")
+    page.wait_for_function("window.rlmperfViews && Object.keys(window.rlmperfViews).length",
+                           timeout=20_000)
+    chart = page.locator(".rlmperf-static-chart").first
+    before = chart.locator("svg").first.inner_html()
+    select = chart.locator(".vega-bind select").first
+    options = select.locator("option").all_inner_texts()
+    current = select.input_value()
+    select.select_option(next(o for o in options if o != current))
+    page.wait_for_timeout(300)
+    assert chart.locator("svg").first.inner_html() != before, name
+    page.close()
+    assert errors == []

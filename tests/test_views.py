@@ -132,3 +132,25 @@ def test_static_calculator_grid_chart_and_page_output():
     assert "<svg" in page.split("<script>")[0] and "</" not in script.rsplit("</script>", 1)[0]
     with pytest.raises(ValueError, match="rows is empty"):
         estimate_calculator_chart([])
+
+
+def test_grid_calculators_hold_the_library_values():
+    from rlmperf_lite.variant_costs import compare_variants
+    from rlmperf_lite.views import grid_chart, grpo_workdepth_grid, variant_cost_grid
+    from rlmperf_lite.views.grid_charts import LLAMA2_7B
+    rows = grpo_workdepth_grid({"num_prompts": (32,), "group_size": (16,),
+                                "response_len": (4096,), "log10_p": (6,)})
+    wd = grpo_step_workdepth(**LLAMA2_7B, num_prompts=32, group_size=16, prompt_len=512,
+                             response_len=4096, processors=10**6)
+    assert [r["brent"] for r in rows] == [p.brent_rounds for p in wd.phases]
+    rows = variant_cost_grid({"pass_rate": (0.8,), "group_size": (16,), "kl_coef": (0.0,)})
+    dapo = compare_variants(**LLAMA2_7B, num_prompts=32, prompt_len=512, response_len=4096,
+                            pass_rate=0.8, group_size=16)[2]
+    assert {r["value"] for r in rows if r["variant"] == "dapo"
+            and r["measure"] == "completions generated"} == {dapo.samples_generated}
+    spec = grid_chart(rows, controls=["measure", "pass_rate"], category="variant",
+                      value="value", value_title="v", title="t").to_dict()
+    assert [p["name"] for p in spec["params"]] == ["measure", "pass_rate"]
+    with pytest.raises(ValueError, match="rows lack the columns"):
+        grid_chart(rows, controls=["gpus"], category="variant", value="value",
+                   value_title="v", title="t")
