@@ -73,3 +73,15 @@ def test_config_excludes_environments_and_non_book_folders():
     assert config["execute"]["allow_errors"] is False
     # TOOLCHAIN notes: the default branch is `master`, which breaks launch links.
     assert config["repository"]["branch"] == "main"
+
+
+def test_labs_launch_on_binder_and_colab():
+    """Launch buttons: Binder reads requirements.txt and runtime.txt; Colab has neither, so the
+    first code cell of every lab installs the library when it is missing."""
+    import nbformat
+    config = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))
+    assert config["launch_buttons"]["binderhub_url"] and config["launch_buttons"]["colab_url"]
+    assert (REPO / "runtime.txt").read_text().strip().startswith("python-3.1")
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        first = next(c for c in nbformat.read(path, 4).cells if c.cell_type == "code")
+        assert "except ImportError:" in first.source and "%pip install" in first.source, path
