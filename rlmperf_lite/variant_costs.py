@@ -19,14 +19,15 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .checks import check_choice, check_int, check_number, check_real_array
+from .cost.memory import BYTES_PER_PARAM_ADAM, model_state_bytes
 from .workdepth import WorkDepth, _Model, grpo_step_workdepth, ppo_step_workdepth
 
 __all__ = ["BYTES_PER_TRAINABLE_PARAM", "BYTES_PER_FROZEN_PARAM", "informative_fraction",
            "dynamic_sampling_rounds", "VariantCost", "variant_step_cost", "VARIANT_KL",
            "compare_variants"]
 
-BYTES_PER_TRAINABLE_PARAM = 16      # ZeRO Fig. 1, mixed-precision Adam
-BYTES_PER_FROZEN_PARAM = 2          # bf16 weights
+BYTES_PER_TRAINABLE_PARAM = BYTES_PER_PARAM_ADAM      # ZeRO Fig. 1, mixed-precision Adam
+BYTES_PER_FROZEN_PARAM = 2                            # bf16 weights
 VARIANT_KL = {"grpo": "loss", "dr_grpo": "loss", "dapo": None, "rloo": "loss",
               "reinforce_pp": "reward", "ppo": "reward"}
 """Where each variant puts its KL term when ``kl_coef`` > 0, as the library's loops do: in the
@@ -209,8 +210,8 @@ def variant_step_cost(variant: str, *, num_layers: int, hidden_size: int, num_he
     # the critic: the policy's shape with a (D, 1) value head instead of the (D, V) LM head
     sizes = {"policy": n_params, "reference": n_params,
              "critic": n_params - vocab_size * hidden_size + hidden_size}
-    state = (sum(sizes[m] for m in trainable) * BYTES_PER_TRAINABLE_PARAM
-             + sum(sizes[m] for m in frozen) * BYTES_PER_FROZEN_PARAM)
+    state = (sum(model_state_bytes(sizes[m]) for m in trainable)
+             + sum(model_state_bytes(sizes[m], trainable=False) for m in frozen))
     return VariantCost(variant, tuple(trainable), tuple(frozen), float(state),
                        B * G * rounds, informative, passes, wd)
 

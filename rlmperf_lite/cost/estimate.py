@@ -31,7 +31,7 @@ import numpy as np
 from ..checks import check_bool, check_choice, check_int, check_number, check_real_array
 from .flops import forward_flops
 from .hardware import HardwareSpec, hardware_preset
-from .memory import activation_bytes_per_layer
+from .memory import activation_bytes_per_layer, model_state_bytes
 from .phase import PhaseEstimate
 from .rollout import rollout_phases, rollout_tp, weight_sync_s
 from .model import ModelConfig
@@ -73,8 +73,13 @@ class RLStepEstimate:
         return float(sum(p.flops for p in self.phases))
 
     @property
+    def generation_time_s(self) -> float:
+        """Seconds of the rollout: prefill and decode."""
+        return float(sum(p.time_s for p in self.phases if p.name in _GENERATION))
+
+    @property
     def generation_time_share(self) -> float:
-        return sum(p.time_s for p in self.phases if p.name in _GENERATION) / self.time_s
+        return self.generation_time_s / self.time_s
 
     @property
     def generation_flops_share(self) -> float:
@@ -192,9 +197,8 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         r = roofline_time(flops, bytes_moved, hw, dtype=dtype, num_devices=gpus)
         return r["time_s"] / train_efficiency, r["bound"]
 
-    states = sum(16.0 * m.num_params() for k, m in models.items() if k in ("actor", "critic"))
-    frozen = sum(2.0 * m.num_params() for k, m in models.items() if k in ("reference", "reward"))
-    resident = (states + frozen) / gpus
+    resident = sum(model_state_bytes(m.num_params(), trainable=k in ("actor", "critic"))
+                   for k, m in models.items()) / gpus
     # PPO samples one completion for each of its B G prompts; the GRPO family G per prompt
     phases = list(rollout_phases(
         actor, hw, prefill_prompts=n_seq if algo == "ppo" else prompts, prompt_len=prompt_len,

@@ -22,11 +22,12 @@ import math
 
 import numpy as np
 
-from .flops import decode_flops, matmul_weights_per_token, prefill_flops
+from .flops import _attn_per_pair, decode_flops, matmul_weights_per_token, prefill_flops
 from .hardware import HardwareSpec
 from .memory import kv_cache_bytes_per_token
 from .model import ModelConfig
 from .phase import PhaseEstimate
+from .roofline import params_read_per_step
 
 __all__ = ["rollout_tp", "rollout_phases", "weight_sync_s"]
 
@@ -75,15 +76,8 @@ def rollout_phases(actor: ModelConfig, hw: HardwareSpec, *, prefill_prompts: int
     j = np.arange(1, steps + 1, dtype=np.float64)
     active = ordered.size - np.searchsorted(ordered, j, side="right")    # still running
     ctx = active * (prompt_len + j)                           # keys read, summed over the batch
-    d_v = actor.v_head_dim if actor.is_mla else actor.head_size
-    attn_pair = actor.num_hidden_layers * 2 * actor.num_attention_heads * (actor.head_size + d_v)
-    step_flops = active * 2.0 * matmul_weights_per_token(actor) + attn_pair * ctx
-    params = np.full(steps, actor.num_params(), dtype=np.float64)
-    if actor.is_moe:                                          # experts the step's batch touches
-        routed = actor.param_breakdown()["routed_experts"]
-        k, E = actor.num_experts_per_tok, actor.num_experts
-        params = params - routed + routed * (1 - (1 - k / E) ** active)
-    step_bytes = 2.0 * params + kv_tok * ctx
+    step_flops = active * 2.0 * matmul_weights_per_token(actor) + _attn_per_pair(actor) * ctx
+    step_bytes = 2.0 * params_read_per_step(actor, active) + kv_tok * ctx
     step_t = np.maximum(step_flops / (peak * train_efficiency),
                         step_bytes / (bw * decode_efficiency))
     mem_bound = (step_bytes / bw).sum() >= (step_flops / peak).sum()

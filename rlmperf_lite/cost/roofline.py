@@ -17,12 +17,13 @@ Model FLOPs utilisation (Chowdhery et al. 2022, PaLM, Appendix B): the FLOPs the
 from __future__ import annotations
 
 from ..checks import check_int, check_number
-from .flops import _check_model, matmul_weights_per_token
+from .flops import _attn_per_pair, _check_model, matmul_weights_per_token
 from .hardware import HardwareSpec
 from .memory import kv_cache_bytes_per_token
 from .model import ModelConfig
 
-__all__ = ["roofline_time", "decode_step_bytes", "decode_step_flops", "mfu"]
+__all__ = ["roofline_time", "decode_step_bytes", "decode_step_flops", "mfu",
+           "params_read_per_step"]
 
 
 def _hw(hardware) -> HardwareSpec:
@@ -67,17 +68,27 @@ def decode_step_flops(model: ModelConfig, batch: int, context: int) -> float:
     m = _check_model(model)
     check_int("batch", batch, 1)
     check_int("context", context, 0)
-    d_v = m.v_head_dim if m.is_mla else m.head_size
-    attn = m.num_hidden_layers * 2 * m.num_attention_heads * (m.head_size + d_v) * (context + 1)
-    return float(batch * (2 * matmul_weights_per_token(m) + attn))
+    return float(batch * (2 * matmul_weights_per_token(m) + _attn_per_pair(m) * (context + 1)))
+
+
+def params_read_per_step(model: ModelConfig, batch):
+    """Parameters a decode step over ``batch`` sequences reads (an int, or an array of batch
+    sizes): all of them for a dense model; for MoE, the routed experts a batch of that size is
+    expected to touch — each of E experts is picked by a token with probability k / E, so
+    E (1 - (1 - k/E)^batch) of them — plus everything else."""
+    m = model
+    if not m.is_moe:
+        return m.num_params() + 0 * batch
+    routed = m.param_breakdown()["routed_experts"]
+    k, E = m.num_experts_per_tok, m.num_experts
+    return m.num_params() - routed + routed * (1 - (1 - k / E) ** batch)
 
 
 def decode_step_bytes(model: ModelConfig, batch: int, context: int, *, weight_bytes: int = 2,
                       kv_dtype_bytes: int = 2) -> float:
     """Bytes one decode step reads from device memory: every weight once (for MoE, the experts
-    a batch of that size is expected to touch: each of E experts is picked by a token with
-    probability k / E, so E (1 - (1 - k/E)^batch) of them), plus each sequence's KV cache of
-    ``context`` tokens. Activations are small next to both and left out.
+    a batch of that size is expected to touch, :func:`params_read_per_step`), plus each
+    sequence's KV cache of ``context`` tokens. Activations are small next to both and left out.
 
     Raises:
         ValueError: naming a bad model, batch, context, weight_bytes or kv_dtype_bytes."""
@@ -86,12 +97,7 @@ def decode_step_bytes(model: ModelConfig, batch: int, context: int, *, weight_by
     check_int("context", context, 0)
     check_int("weight_bytes", weight_bytes, 1)
     check_int("kv_dtype_bytes", kv_dtype_bytes, 1)
-    params = m.num_params()
-    if m.is_moe:
-        b = m.param_breakdown()
-        k, E = m.num_experts_per_tok, m.num_experts
-        touched = E * (1 - (1 - k / E) ** batch)
-        params = params - b["routed_experts"] + b["routed_experts"] * touched / E
+    params = params_read_per_step(m, batch)
     kv = batch * context * kv_cache_bytes_per_token(m, kv_dtype_bytes)
     return float(params * weight_bytes + kv)
 

@@ -6,6 +6,7 @@ import html
 
 import altair as alt
 
+from .widgets import error_html
 from ..cost import (ALGOS, estimate_rl_step, hardware_preset, hardware_presets, model_presets,
                     roofline_time)
 
@@ -115,7 +116,7 @@ def estimate_widget(**defaults):
         try:
             est = estimate_rl_step(kw.pop("algo"), **kw)
         except ValueError as err:
-            message.value = f"<b style='color:firebrick'>{html.escape(str(err))}</b>"
+            message.value = error_html(err)
             return
         message.value = estimate_table_html(est)
         with out:
@@ -166,7 +167,7 @@ def rl_workdepth_widget(**defaults):
                                    response_len=kw["response_len"], gpus=64,
                                    processors=int(round(10 ** kw["log10_p"])))
         except ValueError as err:
-            message.value = f"<b style='color:firebrick'>{html.escape(str(err))}</b>"
+            message.value = error_html(err)
             return
         rows = "".join(f"<tr><td>{p.name}</td><td>{p.work_flops:.3g}</td>"
                        f"<td>{p.depth_rounds:.4g}</td><td>{p.parallelism:.3g}</td>"

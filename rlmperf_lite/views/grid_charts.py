@@ -11,7 +11,7 @@ import altair as alt
 from ..cost import rl_step_workdepth
 from ..variant_costs import compare_variants
 from ..workdepth import grpo_step_workdepth
-from .static_calculators import _csv
+from .static_calculators import _csv, bound_controls
 
 __all__ = ["grid_chart", "grpo_workdepth_grid", "rl_workdepth_grid", "variant_cost_grid"]
 
@@ -92,15 +92,7 @@ def grid_chart(rows: list[dict], *, controls: list[str], category: str, value: s
     missing = [k for k in controls + [category, value] if k not in rows[0]]
     if missing:
         raise ValueError(f"rows lack the columns {missing}")
-    start = start or {}
-    params, predicate = [], None
-    for k in controls:
-        options = list(dict.fromkeys(r[k] for r in rows))
-        p = alt.param(name=k, value=start.get(k, options[0]),
-                      bind=alt.binding_select(options=options, name=f"{k} "))
-        params.append(p)
-        cond = alt.datum[k] == p
-        predicate = cond if predicate is None else predicate & cond
+    params, predicate = bound_controls(rows, controls, start)
     numeric = {k: "number" for k in controls + [value]
                if isinstance(rows[0][k], (int, float)) and not isinstance(rows[0][k], bool)}
     data = alt.InlineData(values=_csv(rows, controls + [category, value]),

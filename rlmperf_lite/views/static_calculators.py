@@ -56,6 +56,22 @@ def estimate_grid(grid: dict = GRID, **fixed) -> list[dict]:
     return rows
 
 
+def bound_controls(rows: list[dict], controls: list[str], start: dict | None = None) -> tuple:
+    """One dropdown per control, bound to a Vega-Lite parameter whose options are the values
+    the rows hold, starting at ``start`` (else the first value). Returns (params, predicate):
+    the parameters to add to a chart and the filter keeping the rows of the chosen setting."""
+    start = start or {}
+    params, predicate = [], None
+    for k in controls:
+        options = list(dict.fromkeys(r[k] for r in rows))
+        p = alt.param(name=k, value=start.get(k, options[0]),
+                      bind=alt.binding_select(options=options, name=f"{k} "))
+        params.append(p)
+        cond = alt.datum[k] == p
+        predicate = cond if predicate is None else predicate & cond
+    return params, predicate
+
+
 def _csv(rows: list[dict], columns: list[str]) -> str:
     def cell(v):
         return f"{v:.4g}" if isinstance(v, float) else str(v)
@@ -76,15 +92,7 @@ def estimate_calculator_chart(rows: list[dict], *, start: dict | None = None):
     if not rows:
         raise ValueError("rows is empty: pass estimate_grid()'s result")
     controls = [k for k in GRID if k in rows[0]]
-    start = start or {}
-    params, predicate = [], None
-    for k in controls:
-        options = list(dict.fromkeys(r[k] for r in rows))
-        p = alt.param(name=k, value=start.get(k, options[0]),
-                      bind=alt.binding_select(options=options, name=f"{k} "))
-        params.append(p)
-        cond = alt.datum[k] == p
-        predicate = cond if predicate is None else predicate & cond
+    params, predicate = bound_controls(rows, controls, start)
     order = list(dict.fromkeys(r["phase"] for r in rows))
     columns = controls + ["phase", "time_s", "flops", "per_gpu_memory_gb"]
     data = alt.InlineData(values=_csv(rows, columns), format=alt.CsvDataFormat(

@@ -9,6 +9,11 @@ from ..workdepth import grpo_step_workdepth
 from .charts import workdepth_chart
 
 
+def error_html(err: Exception) -> str:
+    """How every calculator widget shows a ValueError: its message, in red, escaped."""
+    return f"<b style='color:firebrick'>{html.escape(str(err))}</b>"
+
+
 def _table(wd) -> str:
     rows = "".join(
         f"<tr><td>{p.name}</td><td>{p.work_flops:.3g}</td><td>{p.depth_rounds:.4g}</td>"
@@ -45,7 +50,7 @@ def workdepth_widget(**model):
             wd = grpo_step_workdepth(**model, **kwargs,
                                      processors=int(round(10 ** sliders["log10_p"].value)))
         except ValueError as err:
-            message.value = f"<b style='color:firebrick'>{html.escape(str(err))}</b>"
+            message.value = error_html(err)
             return
         message.value = _table(wd)
         with out:
@@ -104,7 +109,7 @@ def variant_cost_widget(**model):
         try:
             costs = compare_variants(**model, **{k: s.value for k, s in sliders.items()})
         except ValueError as err:
-            message.value = f"<b style='color:firebrick'>{html.escape(str(err))}</b>"
+            message.value = error_html(err)
             return
         message.value = variant_cost_html(costs)
 
