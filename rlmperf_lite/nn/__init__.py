@@ -3,6 +3,8 @@ from .config import TinyLMConfig
 from .flops import COUNTER, FlopCounter, mm
 from .model import (
                     backward,
+                    block_backward,
+                    block_forward,
                     check_tokens,
                     copy_params,
                     forward,
@@ -17,6 +19,7 @@ from .sampling import Rollout, generate
 from .value import init_value_params, values_backward, values_forward
 
 __all__ = ["TinyLMConfig", "COUNTER", "FlopCounter", "mm", "init_params", "forward", "backward",
+           "block_forward", "block_backward",
            "logps_forward", "logps_backward", "token_logps", "token_entropy", "check_tokens",
            "copy_params", "AdamW", "clip_grad_norm", "Rollout", "generate", "init_value_params",
            "values_forward", "values_backward"]

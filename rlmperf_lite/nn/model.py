@@ -27,8 +27,9 @@ from .layers import (
     rmsnorm_forward,
 )
 
-__all__ = ["init_params", "forward", "backward", "logps_forward", "logps_backward",
-           "token_logps", "token_entropy", "check_tokens", "copy_params"]
+__all__ = ["init_params", "forward", "backward", "block_forward", "block_backward",
+           "logps_forward", "logps_backward", "token_logps", "token_entropy", "check_tokens",
+           "copy_params"]
 
 
 def init_params(cfg: TinyLMConfig, rng: np.random.Generator, dtype=np.float32) -> dict:
@@ -94,21 +95,45 @@ def check_tokens(tokens, cfg: TinyLMConfig, name: str = "tokens") -> np.ndarray:
     return tokens
 
 
+def block_forward(params: dict, i: int, x: np.ndarray, cfg: TinyLMConfig):
+    """Block ``i``: x (n, T, D) -> x + attn(norm(x)), then + mlp(norm(.)); returns (x, cache).
+
+    Exposed so that the simulated tensor and pipeline parallel code of Part III runs the very
+    same block (book Chapters 8 and 9)."""
+    n, T, D = x.shape
+    h, c_ln1 = rmsnorm_forward(x, params[f"h{i}.ln1"], cfg.norm_eps)          # (n, T, D)
+    a, c_att = attention_forward(h, params[f"h{i}.wqkv"], params[f"h{i}.wo"], cfg.num_heads)
+    x = x + a
+    h, c_ln2 = rmsnorm_forward(x, params[f"h{i}.ln2"], cfg.norm_eps)
+    u, c_up = linear_forward(h.reshape(n * T, D), params[f"h{i}.w_up"])       # (NT, F)
+    z, c_act = activation_forward(u, cfg.activation)
+    m, c_down = linear_forward(z, params[f"h{i}.w_down"])                      # (NT, D)
+    x = x + m.reshape(n, T, D)
+    return x, (i, c_ln1, c_att, c_ln2, c_up, c_act, c_down, cfg)
+
+
+def block_backward(dx: np.ndarray, cache):
+    """dx (n, T, D), gradient of block ``i``'s output -> (dx of its input, grads of its weights)."""
+    i, c_ln1, c_att, c_ln2, c_up, c_act, c_down, cfg = cache
+    n, T, D = dx.shape
+    grads = {}
+    dz, grads[f"h{i}.w_down"] = linear_backward(dx.reshape(n * T, D), c_down)
+    du = activation_backward(dz, c_act, cfg.activation)
+    dh, grads[f"h{i}.w_up"] = linear_backward(du, c_up)
+    dh, grads[f"h{i}.ln2"] = rmsnorm_backward(dh.reshape(n, T, D), c_ln2)
+    dx = dx + dh
+    da, grads[f"h{i}.wqkv"], grads[f"h{i}.wo"] = attention_backward(dx, c_att)
+    dh, grads[f"h{i}.ln1"] = rmsnorm_backward(da, c_ln1)
+    return dx + dh, grads
+
+
 def forward(params: dict, tokens: np.ndarray, cfg: TinyLMConfig):
     """tokens (n, T) -> final normed hidden states (n, T, D) and the cache for :func:`backward`."""
     x, emb_cache = embedding_forward(params["wte"], params["wpe"], tokens)   # (n, T, D)
-    n, T, D = x.shape
     blocks = []
     for i in range(cfg.num_layers):
-        h, c_ln1 = rmsnorm_forward(x, params[f"h{i}.ln1"], cfg.norm_eps)      # (n, T, D)
-        a, c_att = attention_forward(h, params[f"h{i}.wqkv"], params[f"h{i}.wo"], cfg.num_heads)
-        x = x + a
-        h, c_ln2 = rmsnorm_forward(x, params[f"h{i}.ln2"], cfg.norm_eps)
-        u, c_up = linear_forward(h.reshape(n * T, D), params[f"h{i}.w_up"])   # (NT, F)
-        z, c_act = activation_forward(u, cfg.activation)
-        m, c_down = linear_forward(z, params[f"h{i}.w_down"])                  # (NT, D)
-        x = x + m.reshape(n, T, D)
-        blocks.append((c_ln1, c_att, c_ln2, c_up, c_act, c_down))
+        x, c_block = block_forward(params, i, x, cfg)                          # (n, T, D)
+        blocks.append(c_block)
     hf, c_lnf = rmsnorm_forward(x, params["ln_f"], cfg.norm_eps)               # (n, T, D)
     return hf, (emb_cache, blocks, c_lnf, cfg)
 
@@ -118,17 +143,9 @@ def backward(dhf: np.ndarray, cache) -> dict:
     emb_cache, blocks, c_lnf, cfg = cache
     grads = {}
     dx, grads["ln_f"] = rmsnorm_backward(dhf, c_lnf)
-    n, T, D = dx.shape
     for i in reversed(range(cfg.num_layers)):
-        c_ln1, c_att, c_ln2, c_up, c_act, c_down = blocks[i]
-        dz, grads[f"h{i}.w_down"] = linear_backward(dx.reshape(n * T, D), c_down)
-        du = activation_backward(dz, c_act, cfg.activation)
-        dh, grads[f"h{i}.w_up"] = linear_backward(du, c_up)
-        dh, grads[f"h{i}.ln2"] = rmsnorm_backward(dh.reshape(n, T, D), c_ln2)
-        dx = dx + dh
-        da, grads[f"h{i}.wqkv"], grads[f"h{i}.wo"] = attention_backward(dx, c_att)
-        dh, grads[f"h{i}.ln1"] = rmsnorm_backward(da, c_ln1)
-        dx = dx + dh
+        dx, g = block_backward(dx, blocks[i])
+        grads.update(g)
     grads["wte"], grads["wpe"] = embedding_backward(dx, emb_cache)
     return grads
 

@@ -121,7 +121,7 @@ def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, e
         logits = np.repeat(mm(hf[:, -1], params["lm_head"]), G, axis=0)      # (n, V)
     kcache, vcache = [], []
     for block in cache[1]:
-        k, v = block[1][4], block[1][5]                                      # (B, H, P, Dh)
+        k, v = block[2][4], block[2][5]         # block_forward's attention cache: (B, H, P, Dh)
         for store, src in ((kcache, k), (vcache, v)):
             buf = np.empty((n, H, P + R, Dh), dtype=dtype)
             buf[:, :, :P] = np.repeat(src, G, axis=0)
