@@ -25,7 +25,7 @@ from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, overlong_
                      policy_loss, policy_loss_grad)
 from .warmstart import warm_start
 
-__all__ = ["GRPOConfig", "GRPOResult", "train_grpo"]
+__all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "loss_norms", "policy_dlogps"]
 
 
 @dataclass(frozen=True)
@@ -158,17 +158,16 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
         # sequence counts, so the summed gradient equals the full batch's (not a mean of means)
         n = len(tokens)
         size = c.micro_batch_size or n
-        norms = {"max_len": c.max_new_tokens, "num_tokens": float(mask.sum()), "num_seqs": n}
+        norms = loss_norms(mask, c)
         grads, parts = None, []
         for sl in (slice(i, i + size) for i in range(0, n, size)):
             with COUNTER.phase("train_forward"):
                 logps_all, cache = logps_forward(params, tokens[sl], cfg, c.temperature)
             logps = logps_all[:, P - 1:]                                     # (micro, R)
-            dloss = policy_loss_grad(logps, old_logps[sl], advantages[sl], mask[sl], **clip)
-            if kl_in_loss:
-                dloss = dloss + c.kl_coef * kl_estimate_grad(logps, ref_logps[sl]) * mask[sl]
             dlogps = np.zeros_like(logps_all)
-            dlogps[:, P - 1:] = aggregate_weights(mask[sl], c.loss_agg_mode, **norms) * dloss
+            dlogps[:, P - 1:] = policy_dlogps(
+                logps, old_logps[sl], advantages[sl], mask[sl], c, norms,
+                ref_per_token_logps=ref_logps[sl] if kl_in_loss else None)
             with COUNTER.phase("train_backward"):
                 g = logps_backward(dlogps, cache)
             grads = g if grads is None else {k: grads[k] + g[k] for k in grads}
@@ -198,6 +197,40 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
                     on_step=on_step, eval_every=eval_every, stop_at_accuracy=stop_at_accuracy):
             break
     return result
+
+
+def loss_norms(completion_mask, config: GRPOConfig) -> dict:
+    """The whole batch's normalisers of the loss aggregation (``max_len``, ``num_tokens``,
+    ``num_seqs`` of :func:`rlmperf_lite.rl.losses.aggregate_weights`).
+
+    Computed once per batch and passed to every micro-batch and every data-parallel rank, so
+    that the summed gradients equal the whole batch's (verl issue #5625; book Chapters 3 and 7).
+    completion_mask: (B*G, R).
+    """
+    return {"max_len": config.max_new_tokens, "num_tokens": float(np.sum(completion_mask)),
+            "num_seqs": int(np.shape(completion_mask)[0])}
+
+
+def policy_dlogps(per_token_logps, old_per_token_logps, advantages, completion_mask,
+                  config: GRPOConfig, norms: dict, *, ref_per_token_logps=None) -> np.ndarray:
+    """dLoss/dper_token_logps of the clipped surrogate (plus ``kl_coef`` x k3 when
+    ``ref_per_token_logps`` is given), aggregated with the whole batch's ``norms``.
+
+    The one place the loop, the micro-batches and the simulated data- and tensor-parallel ranks
+    of Part III (book Chapters 7-8) take the loss gradient from. Arrays (rows, R); advantages
+    (rows,) or (rows, R). Returns (rows, R).
+
+    Raises:
+        ValueError: from :func:`rlmperf_lite.rl.losses.policy_loss_grad` and
+            :func:`~rlmperf_lite.rl.losses.aggregate_weights` on bad shapes or modes.
+    """
+    c = config
+    dloss = policy_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_mask,
+                             clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps_high or c.clip_eps)
+    if ref_per_token_logps is not None:
+        dloss = dloss + c.kl_coef * kl_estimate_grad(per_token_logps,
+                                                     ref_per_token_logps) * completion_mask
+    return aggregate_weights(completion_mask, c.loss_agg_mode, **norms) * dloss
 
 
 def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
