@@ -7,7 +7,9 @@ screenshot of each page goes to ``_build/screenshots`` (gitignored), the CI arte
 Skipped when no Chromium is installed (``.ci/run`` installs it; locally: ``apt-get install
 chromium``).
 
-Not asserted yet (issue 8): sliders driving charts with no kernel.
+The pages are those of ``_toc.yml``; a lab is checked for widgets when its saved state holds
+some, and for a no-kernel calculator when its outputs hold one, so new chapters are covered as
+they land.
 """
 import shutil
 from pathlib import Path
@@ -18,12 +20,32 @@ REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-PAGES = ["book/intro", "book/ch01_rl_loop", "notebooks/ch01_lab", "book/ch02_ppo",
-         "notebooks/ch02_lab", "book/ch03_grpo_family", "notebooks/ch03_lab",
-         "book/ch04_anatomy", "notebooks/ch04_lab", "book/ch05_workdepth", "notebooks/ch05_lab",
-         "book/ch06_profiles", "notebooks/ch06_lab"]
-WITH_WIDGETS = {"notebooks/ch01_lab", "notebooks/ch03_lab", "notebooks/ch04_lab",
-                "notebooks/ch05_lab"}
+
+
+def _toc_pages() -> list[str]:
+    """Every page of _toc.yml, in order: the root, then each part's chapters."""
+    import yaml
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    return [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
+
+
+def _has_saved_widgets(name: str) -> bool:
+    """A lab whose stored outputs include ipywidgets (their state is saved with the notebook)."""
+    import nbformat
+    path = REPO / f"{name}.ipynb"
+    return path.exists() and "application/vnd.jupyter.widget-state+json" in \
+        nbformat.read(path, as_version=4).metadata.get("widgets", {})
+
+
+def _has_static_calculator(name: str) -> bool:
+    """A lab with a no-kernel calculator (views.static_chart's output) among its outputs."""
+    path = REPO / f"{name}.ipynb"
+    return path.exists() and "rlmperf-static-chart" in path.read_text()
+
+
+PAGES = _toc_pages()
+WITH_WIDGETS = {name for name in PAGES if _has_saved_widgets(name)}
+WITH_STATIC_CALCULATORS = [name for name in PAGES if _has_static_calculator(name)]
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine")
 
@@ -98,8 +120,7 @@ def test_static_calculator_runs_without_a_kernel_and_matches_the_library(book_bu
     assert len(set(shown)) == 3                       # each change redrew the chart
 
 
-@pytest.mark.parametrize("name", ["notebooks/ch01_lab", "notebooks/ch03_lab",
-                                  "notebooks/ch05_lab"])
+@pytest.mark.parametrize("name", WITH_STATIC_CALCULATORS)
 def test_every_no_kernel_calculator_redraws_when_a_control_moves(book_build, browser, name):
     _, html = book_build
     page = browser.new_page()
