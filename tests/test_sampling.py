@@ -33,7 +33,7 @@ def test_greedy_equals_argmax_of_full_forward(model):
     out = generate(params, prompts, cfg, max_new_tokens=4, eos_id=99 % cfg.vocab_size,
                    pad_id=TASK.pad_id, temperature=0.0)
     # each greedy token is the most likely one given everything before it
-    all_lp = logps_forward(params, out.tokens, cfg)[1][2]                   # (N, T-1, V)
+    all_lp = logps_forward(params, out.tokens, cfg)[1][1][1]                # (N, T-1, V)
     P = out.prompt_len
     for t in range(out.completion_mask.shape[1]):
         live = out.completion_mask[:, t] > 0

@@ -9,6 +9,8 @@ from .model import (
                     copy_params,
                     forward,
                     init_params,
+                    lm_head_backward,
+                    lm_head_forward,
                     logps_backward,
                     logps_forward,
                     token_entropy,
@@ -19,7 +21,7 @@ from .sampling import Rollout, generate
 from .value import init_value_params, values_backward, values_forward
 
 __all__ = ["TinyLMConfig", "COUNTER", "FlopCounter", "mm", "init_params", "forward", "backward",
-           "block_forward", "block_backward",
+           "block_forward", "block_backward", "lm_head_forward", "lm_head_backward",
            "logps_forward", "logps_backward", "token_logps", "token_entropy", "check_tokens",
            "copy_params", "AdamW", "clip_grad_norm", "Rollout", "generate", "init_value_params",
            "values_forward", "values_backward"]

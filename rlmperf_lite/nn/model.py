@@ -28,6 +28,7 @@ from .layers import (
 )
 
 __all__ = ["init_params", "forward", "backward", "block_forward", "block_backward",
+           "lm_head_forward", "lm_head_backward",
            "logps_forward", "logps_backward", "token_logps", "token_entropy", "check_tokens",
            "copy_params"]
 
@@ -155,6 +156,40 @@ def _log_softmax(z):
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
+def lm_head_forward(hf: np.ndarray, lm_head: np.ndarray, tokens: np.ndarray,
+                    temperature: float = 1.0):
+    """hf (n, T, D), the final normed hidden states -> per_token_logps (n, T - 1) and a cache:
+    ``log softmax(hf @ lm_head / temperature)`` at the next tokens ``tokens[:, 1:]``.
+
+    Shared by :func:`logps_forward` and the last pipeline stage of Part III (book Chapter 9)."""
+    n, T, D = hf.shape
+    hf2 = hf.reshape(n * T, D)
+    logits = mm(hf2, lm_head).reshape(n, T, -1)                               # (n, T, V)
+    if temperature != 1.0:
+        logits = logits / np.asarray(temperature, dtype=logits.dtype)
+    logp_all = _log_softmax(logits[:, :-1])                                   # (n, T-1, V)
+    targets = tokens[:, 1:]
+    per_token_logps = np.take_along_axis(logp_all, targets[..., None], axis=-1)[..., 0]
+    return per_token_logps, (hf2, logp_all, targets, temperature, lm_head)
+
+
+def lm_head_backward(dlogps: np.ndarray, hcache):
+    """dlogps (n, T - 1) -> (dhf (n, T, D), dlm_head (D, V)) for :func:`lm_head_forward`."""
+    hf2, logp_all, targets, temperature, lm_head = hcache
+    n, Tm1, V = logp_all.shape
+    # d logp[y] / d logits = (onehot(y) - softmax) / temperature
+    dlogits = np.zeros((n, Tm1 + 1, V), dtype=logp_all.dtype)
+    g = -np.exp(logp_all) * dlogps[..., None]                                 # (n, T-1, V)
+    np.put_along_axis(g, targets[..., None],
+                      np.take_along_axis(g, targets[..., None], axis=-1) + dlogps[..., None],
+                      axis=-1)
+    dlogits[:, :-1] = g / temperature if temperature != 1.0 else g
+    dlogits2 = dlogits.reshape(n * (Tm1 + 1), V)
+    dlm_head = mm(hf2.T, dlogits2)                                            # (D, V)
+    dhf = mm(dlogits2, lm_head.T).reshape(n, Tm1 + 1, -1)                     # (n, T, D)
+    return dhf, dlm_head
+
+
 def logps_forward(params: dict, tokens, cfg: TinyLMConfig, temperature: float = 1.0):
     """Per-token log-probs of a batch of sequences under the policy at ``temperature``.
 
@@ -173,32 +208,15 @@ def logps_forward(params: dict, tokens, cfg: TinyLMConfig, temperature: float = 
     tokens = check_tokens(tokens, cfg)
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0 for log-probs, got {temperature!r}")
-    hf, cache = forward(params, tokens, cfg)
-    n, T, D = hf.shape
-    hf2 = hf.reshape(n * T, D)
-    logits = mm(hf2, params["lm_head"]).reshape(n, T, -1)                    # (n, T, V)
-    if temperature != 1.0:
-        logits = logits / np.asarray(temperature, dtype=logits.dtype)
-    logp_all = _log_softmax(logits[:, :-1])                                   # (n, T-1, V)
-    targets = tokens[:, 1:]
-    per_token_logps = np.take_along_axis(logp_all, targets[..., None], axis=-1)[..., 0]
-    return per_token_logps, (cache, hf2, logp_all, targets, temperature, params["lm_head"])
+    hf, cache = forward(params, tokens, cfg)                                  # (n, T, D)
+    per_token_logps, hcache = lm_head_forward(hf, params["lm_head"], tokens, temperature)
+    return per_token_logps, (cache, hcache)
 
 
 def logps_backward(dlogps: np.ndarray, lcache) -> dict:
     """dlogps (n, T - 1), dLoss/dper_token_logps -> grads of every parameter (dict)."""
-    cache, hf2, logp_all, targets, temperature, lm_head = lcache
-    n, Tm1, V = logp_all.shape
-    # d logp[y] / d logits = (onehot(y) - softmax) / temperature
-    dlogits = np.zeros((n, Tm1 + 1, V), dtype=logp_all.dtype)
-    g = -np.exp(logp_all) * dlogps[..., None]                                 # (n, T-1, V)
-    np.put_along_axis(g, targets[..., None],
-                      np.take_along_axis(g, targets[..., None], axis=-1) + dlogps[..., None],
-                      axis=-1)
-    dlogits[:, :-1] = g / temperature if temperature != 1.0 else g
-    dlogits2 = dlogits.reshape(n * (Tm1 + 1), V)
-    dlm_head = mm(hf2.T, dlogits2)                                            # (D, V)
-    dhf = mm(dlogits2, lm_head.T).reshape(n, Tm1 + 1, -1)                     # (n, T, D)
+    cache, hcache = lcache
+    dhf, dlm_head = lm_head_backward(dlogps, hcache)
     grads = backward(dhf, cache)
     grads["lm_head"] = dlm_head
     return grads
@@ -206,7 +224,7 @@ def logps_backward(dlogps: np.ndarray, lcache) -> dict:
 
 def token_entropy(lcache) -> np.ndarray:
     """Entropy (nats) of the next-token distribution at each position, shape (n, T - 1)."""
-    logp_all = lcache[2]
+    logp_all = lcache[1][1]
     return -(np.exp(logp_all) * logp_all).sum(axis=-1)
 
 
