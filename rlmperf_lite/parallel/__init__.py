@@ -2,5 +2,20 @@
 collectives that count the bytes they move, data parallelism and ZeRO, tensor, sequence, context,
 pipeline and expert parallelism, each equal to the unsharded computation."""
 from .collectives import CommLog, DeviceMesh, ProcessGroup
+from .context import (chunk_positions, cp_attention_backward, cp_attention_forward,
+                      merge_sequence, ring_attention_backward, ring_attention_forward,
+                      ring_attention_work, split_sequence)
+from .expert import (ep_moe_backward, ep_moe_forward, expert_load, init_moe_params, moe_backward,
+                     moe_forward, router_backward, router_forward, shard_experts)
+from .pipeline import SCHEDULES, pipeline_grads, stage_layers
+from .schedules import (PipelineTimeline, gpipe_schedule, interleaved_schedule,
+                        one_f_one_b_schedule, schedule_timeline)
 
-__all__ = ["CommLog", "DeviceMesh", "ProcessGroup"]
+__all__ = ["CommLog", "DeviceMesh", "ProcessGroup",
+           "chunk_positions", "split_sequence", "merge_sequence", "ring_attention_work",
+           "ring_attention_forward", "ring_attention_backward", "cp_attention_forward",
+           "cp_attention_backward",
+           "init_moe_params", "router_forward", "router_backward", "moe_forward", "moe_backward",
+           "shard_experts", "ep_moe_forward", "ep_moe_backward", "expert_load",
+           "gpipe_schedule", "one_f_one_b_schedule", "interleaved_schedule", "schedule_timeline",
+           "PipelineTimeline", "pipeline_grads", "stage_layers", "SCHEDULES"]
