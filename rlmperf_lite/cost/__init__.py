@@ -1,5 +1,7 @@
 """Cost models of real models and hardware (book Part II): model shapes and exact parameter
-counts, accelerator presets, FLOPs, bytes, memory and time of each phase of an RL step."""
+counts, accelerator presets, FLOPs, bytes, memory and time of each phase of an RL step; and of
+parallel layouts (Part III): collectives, pipeline bubble, memory and step time per plan, the
+plan search and weight resharding."""
 from .estimate import ALGOS, PhaseEstimate, RLStepEstimate, estimate_rl_step
 from .flops import (decode_flops, forward_flops, matmul_weights_per_token, prefill_flops,
                     train_flops)
@@ -11,6 +13,15 @@ from .model import ModelConfig
 from .roofline import decode_step_bytes, decode_step_flops, mfu, roofline_time
 from .workdepth import expected_max_length, forward_depth, rl_step_workdepth
 from .presets import model_preset, model_presets, preset_record
+from .collective import (COLLECTIVES, algorithm_bandwidth, bus_bandwidth,
+                         collective_bytes_per_rank, collective_time_s)
+from .pipeline import pipeline_bubble_fraction
+from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload
+from .parallel_memory import (InferenceMemory, TrainMemory, inference_memory_per_gpu,
+                              memory_per_gpu, model_state_breakdown, model_state_bytes_per_gpu)
+from .parallel_step import TrainStepTime, train_step_time
+from .planner import PlanSearch, RankedPlan, search_plans
+from .reshard import RESHARD_MODES, reshard_bytes_per_gpu, reshard_time_s
 
 __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "preset_record",
            "HardwareSpec", "hardware_preset", "hardware_presets", "measure_cpu",
@@ -19,4 +30,11 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "activation_bytes_per_layer", "kv_cache_bytes_per_token", "roofline_time",
            "decode_step_bytes", "decode_step_flops", "mfu", "ALGOS", "PhaseEstimate",
            "RLStepEstimate", "estimate_rl_step", "expected_max_length", "forward_depth",
-           "rl_step_workdepth"]
+           "rl_step_workdepth",
+           # Part III: parallelism (Chapters 7-9)
+           "COLLECTIVES", "collective_time_s", "collective_bytes_per_rank",
+           "algorithm_bandwidth", "bus_bandwidth", "pipeline_bubble_fraction", "RECOMPUTE",
+           "ParallelPlan", "TrainWorkload", "model_state_breakdown", "model_state_bytes_per_gpu",
+           "TrainMemory", "memory_per_gpu", "InferenceMemory", "inference_memory_per_gpu",
+           "TrainStepTime", "train_step_time", "PlanSearch", "RankedPlan", "search_plans",
+           "RESHARD_MODES", "reshard_bytes_per_gpu", "reshard_time_s"]

@@ -1,0 +1,237 @@
+"""Memory per GPU under a parallel layout: the training engine's model states and activations,
+the rollout engine's weights and KV cache (book Chapters 7-9).
+
+Model states (Rajbhandari et al. 2020, ZeRO, arXiv 1910.02054, §3.1, §5 and Fig. 1): N
+parameters trained with mixed-precision Adam hold 2N bytes of bf16 weights, 2N of gradients
+and K N of optimizer states (K = 12: fp32 master weights, momentum, variance). Over N_d
+data-parallel ranks, stage 1 shards the optimizer states, stage 2 the gradients too, stage 3
+the weights too. Fig. 1, N = 7.5e9, N_d = 64: 120, 31.4, 16.6 and 1.9 GB.
+
+Training memory (:func:`memory_per_gpu`), per GPU of the worst pipeline stage:
+
+- Parameters: every layer the same share of the non-embedding parameters; the first stage
+  adds the input embedding, the last the LM head (a copy of a tied embedding when pp > 1, as
+  Megatron keeps one) and the final norm. Non-expert parameters are split by tp (the embedding
+  by vocabulary) and their states sharded over the dp x cp ranks; routed experts are split by
+  tp x ep and sharded over the dp x cp / ep expert-data-parallel ranks (Megatron-Core).
+- Activations per layer: Korthikanti et al. 2022 (arXiv 2205.05198) Table 2 for the plan's tp,
+  sp and recompute (:func:`rlmperf_lite.cost.activation_bytes_per_layer`), divided by cp
+  (context parallelism keeps T / cp queries per GPU; the s^2 score term shrinks by cp too).
+  Microbatches in flight: 1F1B keeps p on the first stage (Narayanan et al. 2021 §2.2.1),
+  times 1 + (p - 1) / (p v) with v-way interleaving (Korthikanti et al. 2022 §4.2.3), and 1 on
+  the last; GPipe keeps all m; without a pipeline one microbatch at a time (gradient
+  accumulation). Full recomputation adds one layer's full activations, rebuilt in backward.
+  The stage with the LM head holds one microbatch's fp32 logits, 4 T b V / (tp cp) bytes.
+- Not counted: temporary buffers (ZeRO-3's gathered layer, communication buckets), the CUDA
+  context, fragmentation.
+
+Inference memory (:func:`inference_memory_per_gpu`): weights / (tp pp) plus the KV cache of
+the tokens held, split by pp (layers) and by tp over the KV heads — replicated when tp exceeds
+the KV heads, as vLLM does; a multi-head latent attention cache is replicated on every TP rank.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..checks import check_choice, check_int, check_number
+from .memory import activation_bytes_per_layer, kv_cache_bytes_per_token
+from .model import ModelConfig
+from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, plan_columns
+from .rollout import _kv_split
+
+__all__ = ["model_state_breakdown", "model_state_bytes_per_gpu", "TrainMemory",
+           "memory_per_gpu", "InferenceMemory", "inference_memory_per_gpu", "SCHEDULES"]
+
+SCHEDULES = ("1f1b", "gpipe")
+
+
+def model_state_breakdown(num_params: float, dp: int, zero_stage: int, *, weight_bytes: int = 2,
+                          grad_bytes: int = 2, optimizer_bytes_per_param: int = 12) -> dict:
+    """Bytes per GPU of weights, gradients and optimizer states of ``num_params`` parameters
+    replicated over ``dp`` ranks with ZeRO ``zero_stage`` (ZeRO paper §5, Fig. 1).
+
+    Returns:
+        {"weights_bytes", "grads_bytes", "optimizer_bytes"}.
+    Raises:
+        ValueError: negative ``num_params``, ``dp`` < 1, a stage outside 0..3, byte counts < 1.
+    """
+    check_number("num_params", num_params, low=0)
+    check_int("dp", dp, 1)
+    check_choice("zero_stage", zero_stage, (0, 1, 2, 3))
+    for label, v in (("weight_bytes", weight_bytes), ("grad_bytes", grad_bytes),
+                     ("optimizer_bytes_per_param", optimizer_bytes_per_param)):
+        check_int(label, v, 1)
+    n = float(num_params)
+    return {"weights_bytes": weight_bytes * n / (dp if zero_stage >= 3 else 1),
+            "grads_bytes": grad_bytes * n / (dp if zero_stage >= 2 else 1),
+            "optimizer_bytes": optimizer_bytes_per_param * n / (dp if zero_stage >= 1 else 1)}
+
+
+def model_state_bytes_per_gpu(num_params: float, dp: int, zero_stage: int,
+                              optimizer_bytes_per_param: int = 12, *, weight_bytes: int = 2,
+                              grad_bytes: int = 2) -> float:
+    """Total of :func:`model_state_breakdown`: (2 + 2 + K) N / N_d-sharded as the stage says.
+    ZeRO paper Fig. 1 (N = 7.5e9, N_d = 64): 120 GB, 31.4 GB, 16.6 GB, 1.9 GB for stages 0-3."""
+    return float(sum(model_state_breakdown(
+        num_params, dp, zero_stage, weight_bytes=weight_bytes, grad_bytes=grad_bytes,
+        optimizer_bytes_per_param=optimizer_bytes_per_param).values()))
+
+
+@dataclass(frozen=True)
+class TrainMemory:
+    """Bytes per GPU on the worst pipeline stage (``stage``: "first" or "last")."""
+
+    weights_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activation_bytes: float
+    stage: str
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.grads_bytes + self.optimizer_bytes + \
+            self.activation_bytes
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "total_bytes": self.total_bytes}
+
+
+def _stage_params(m: ModelConfig, pp):
+    """(non-expert parameters of the first stage, of the last stage, routed-expert parameters
+    of any stage), whole (not yet split by tp or ep); ``pp`` an array."""
+    b, L = m.param_breakdown(), m.num_hidden_layers
+    norm = b["norms"] / (2 * L + 1)                           # one norm's parameters
+    per_layer = (b["attention"] + b["dense_mlp"] + b["router"] + b["shared_experts"]
+                 + 2 * L * norm) / L
+    emb = b["embedding"] + b["position_embedding"]
+    head = b["lm_head"] or m.vocab_size * m.hidden_size       # a tied head's copy when pp > 1
+    layers = L / pp
+    first = np.where(pp == 1, emb + L * per_layer + b["lm_head"] + norm, emb + layers * per_layer)
+    last = np.where(pp == 1, first, head + norm + layers * per_layer)
+    return first, last, layers * b["routed_experts"] / L
+
+
+def _activation_per_layer(m: ModelConfig, s: int, b: int, tp, sp, rc):
+    """Korthikanti Table 2 bytes per layer for every (tp, sp, recompute code) row, through
+    :func:`activation_bytes_per_layer` once per distinct triple; NaN where tp does not divide
+    the heads or sp comes without tp (plans the rules reject)."""
+    keys = np.stack([tp, sp.astype(np.int64), rc])
+    uniq, inverse = np.unique(keys, axis=1, return_inverse=True)
+    vals = np.array([activation_bytes_per_layer(m, s, b, tp=int(t), sp=bool(q),
+                                                recompute=RECOMPUTE[r])
+                     if m.num_attention_heads % t == 0 and (t > 1 or not q) else np.nan
+                     for t, q, r in uniq.T])
+    return vals[inverse.reshape(-1)]
+
+
+def _train_memory_arrays(m: ModelConfig, cols: dict, workload: TrainWorkload,
+                         schedule: str = "1f1b", weight_bytes: int = 2, grad_bytes: int = 2,
+                         optimizer_bytes_per_param: int = 12) -> dict:
+    """:func:`memory_per_gpu` for every plan in ``cols`` (:func:`plan_columns`) at once."""
+    dp, tp, pp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp", "ep"))
+    sp, z, rc = cols["sp"], cols["zero_stage"], cols["recompute"]
+    mb, v = cols["microbatches"].astype(np.float64), cols["interleave"]
+    s, b = workload.seq_len, workload.micro_batch_size
+    first, last, expert = _stage_params(m, pp)
+    n_dense, n_exp = dp * cp, dp * cp / ep                   # ranks each state is sharded over
+    e_local = expert / (tp * ep)
+
+    def states(dense):
+        d = dense / tp
+        shard = {k: np.where(z >= stage, d / n_dense + e_local / n_exp, d + e_local)
+                 for k, stage in (("w", 3), ("g", 2), ("o", 1))}
+        return (weight_bytes * shard["w"], grad_bytes * shard["g"],
+                optimizer_bytes_per_param * shard["o"])
+
+    per_layer = _activation_per_layer(m, s, b, cols["tp"], sp, rc) / cp
+    full_layer = _activation_per_layer(m, s, b, cols["tp"], sp, np.zeros_like(rc)) / cp
+    working = np.where(rc == RECOMPUTE.index("full"), full_layer, 0.0)
+    layers = m.num_hidden_layers / pp
+    if schedule == "gpipe":
+        in_first, in_last = np.where(pp > 1, mb, 1.0), np.where(pp > 1, mb, 1.0)
+    else:
+        interleave = np.where(v > 1, 1 + (pp - 1) / (pp * v), 1.0)
+        in_first, in_last = np.where(pp > 1, np.minimum(pp, mb) * interleave, 1.0), 1.0
+    logits = 4.0 * s * b * m.vocab_size / (tp * cp)
+    act_first = per_layer * layers * in_first + working + np.where(pp == 1, logits, 0.0)
+    act_last = per_layer * layers * in_last + working + logits
+    w1, g1, o1 = states(first)
+    w2, g2, o2 = states(last)
+    is_last = (pp > 1) & (w2 + g2 + o2 + act_last > w1 + g1 + o1 + act_first)
+    out = {"weights_bytes": np.where(is_last, w2, w1), "grads_bytes": np.where(is_last, g2, g1),
+           "optimizer_bytes": np.where(is_last, o2, o1),
+           "activation_bytes": np.where(is_last, act_last, act_first), "is_last": is_last}
+    out["total_bytes"] = (out["weights_bytes"] + out["grads_bytes"] + out["optimizer_bytes"]
+                          + out["activation_bytes"])
+    return out
+
+
+def memory_per_gpu(model: ModelConfig, plan: ParallelPlan, workload: TrainWorkload, *,
+                   schedule: str = "1f1b", weight_bytes: int = 2, grad_bytes: int = 2,
+                   optimizer_bytes_per_param: int = 12) -> TrainMemory:
+    """Training memory per GPU of the worst pipeline stage (module docstring: ZeRO §5 for the
+    states, Korthikanti et al. 2022 Table 2 for activations; book Chapters 7-9).
+
+    Args:
+        plan: the layout; its ``microbatches`` must equal global_batch / (dp x
+            micro_batch_size). workload: batch and sequence length.
+        schedule: "1f1b" (p microbatches in flight on the first stage) or "gpipe" (all m).
+    Raises:
+        ValueError: a plan that breaks a rule of :meth:`ParallelPlan.check` (without the
+            node-size rule, which needs hardware), bad types or byte counts.
+    """
+    if not isinstance(plan, ParallelPlan):
+        raise ValueError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
+    check_choice("schedule", schedule, SCHEDULES)
+    for label, v in (("weight_bytes", weight_bytes), ("grad_bytes", grad_bytes),
+                     ("optimizer_bytes_per_param", optimizer_bytes_per_param)):
+        check_int(label, v, 1)
+    plan.validate(model, None, None, workload)
+    r = _train_memory_arrays(model, plan_columns([plan]), workload, schedule, weight_bytes,
+                             grad_bytes, optimizer_bytes_per_param)
+    return TrainMemory(*(float(r[k][0]) for k in ("weights_bytes", "grads_bytes",
+                                                  "optimizer_bytes", "activation_bytes")),
+                       stage="last" if r["is_last"][0] else "first")
+
+
+@dataclass(frozen=True)
+class InferenceMemory:
+    """Bytes per GPU of an inference (rollout) engine replica."""
+
+    weights_bytes: float
+    kv_cache_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.kv_cache_bytes
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "total_bytes": self.total_bytes}
+
+
+def inference_memory_per_gpu(model: ModelConfig, tp: int = 1, pp: int = 1, kv_tokens: float = 0,
+                             *, weight_bytes: int = 2, kv_dtype_bytes: int = 2
+                             ) -> InferenceMemory:
+    """Weights / (tp pp) plus the KV cache of ``kv_tokens`` tokens (summed over the sequences
+    the replica holds) split by pp and by min(tp, KV heads) — KV heads replicated beyond tp =
+    KV heads, a latent (MLA) cache on every rank (Kwon et al. 2023, vLLM, §3 for the per-token
+    size; book Chapter 9).
+
+    Raises:
+        ValueError: tp or pp < 1, tp not dividing the attention heads, pp above the layers, a
+            negative ``kv_tokens``, byte counts < 1.
+    """
+    if not isinstance(model, ModelConfig):
+        raise ValueError(f"model must be a ModelConfig, got {type(model).__name__}")
+    check_int("tp", tp, 1)
+    check_int("pp", pp, 1)
+    check_number("kv_tokens", kv_tokens, low=0)
+    check_int("weight_bytes", weight_bytes, 1)
+    if model.num_attention_heads % tp:
+        raise ValueError(f"tp={tp} must divide num_attention_heads={model.num_attention_heads}")
+    if pp > model.num_hidden_layers:
+        raise ValueError(f"pp={pp} exceeds num_hidden_layers={model.num_hidden_layers}")
+    kv = kv_tokens * kv_cache_bytes_per_token(model, kv_dtype_bytes) / (pp * _kv_split(model, tp))
+    return InferenceMemory(weight_bytes * float(model.num_params()) / (tp * pp), float(kv))

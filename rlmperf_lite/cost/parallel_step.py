@@ -1,0 +1,213 @@
+"""Time of one training step under a parallel layout: compute, pipeline bubble and the
+communication of each kind of parallelism (book Chapters 7-9).
+
+The model, stated once (T sequence length, b micro-batch, D width, L layers, m microbatches,
+p = pp, v interleave, activations and gradients bf16 = 2 bytes):
+
+- Compute: the step's training FLOPs (:func:`rlmperf_lite.cost.train_flops`; full recompute
+  adds a forward of the layers, selective recompute the attention core's forward) over
+  gpus x peak x ``efficiency``, spread evenly over every GPU.
+- TP (Narayanan et al. 2021 §2.3, Fig. 5): per layer and microbatch, 2 all-reduces forward and
+  2 backward of the (T / cp) b D activations; with sequence parallelism each becomes an
+  all-gather plus a reduce-scatter, the same bytes and time (Korthikanti et al. 2022 §4.2.2).
+  Full recompute repeats the forward's 2.
+- CP (ring attention, as Megatron-Core's context parallelism): per layer and microbatch, the
+  keys and values of the whole sequence pass around the ring once forward (an all-gather of
+  T b x KV width / tp) and twice backward (keys and values again, their gradients back: an
+  all-gather and a reduce-scatter); full recompute repeats the forward's.
+- EP (Megatron-Core's all-to-all dispatcher): per MoE layer and microbatch, 2 all-to-alls
+  forward (dispatch, combine) and 2 backward, each of the GPU's T b / (cp tp) tokens x top-k
+  x D; full recompute repeats the forward's.
+- PP: per microbatch and model chunk, one activation forward and one gradient backward of
+  T b D / (cp tp) bytes, point to point (Megatron's scatter/gather optimisation, Narayanan et
+  al. 2021 §4.1, or the sequence-parallel tensor).
+- DP (ZeRO paper §7): gradients of the GPU's parameters (non-expert over the dp x cp ranks,
+  routed experts over dp x cp / ep). Stage 0: one all-reduce per step; stage 1: a
+  reduce-scatter of gradients and an all-gather of updated weights per step; stage 2: the
+  reduce-scatter at every microbatch (gradients are kept sharded), the all-gather per step;
+  stage 3: per microbatch a reduce-scatter and two all-gathers of the weights (forward and
+  backward). Sizes are of the worst pipeline stage.
+- Placement: ranks ordered tp, cp, (ep,) dp, pp, tp innermost (Megatron-Core's default
+  tp-cp-ep-dp-pp); a group runs at the node's link bandwidth (NVLink) when the ranks it spans
+  fit in a node — tp; tp x cp; tp x ep; tp x cp x dp; the whole tp x cp x dp x pp for the
+  pipeline — and at the per-GPU network bandwidth otherwise. Link bandwidths are used as bus
+  bandwidths (:mod:`rlmperf_lite.cost.collective`).
+- Overlap: DP traffic overlaps the backward pass (PyTorch DDP's bucketing, Megatron's
+  --overlap-grad-reduce, ZeRO's overlap_comm); a share ``overlap`` of it is hidden, at most the
+  last microbatch's backward for once-per-step collectives and every microbatch's backward for
+  per-microbatch ones. TP, CP, EP and PP traffic is exposed (on the critical path).
+- Pipeline: the bubble (p - 1) / (v m) (:func:`rlmperf_lite.cost.pipeline_bubble_fraction`)
+  of the per-microbatch work, compute plus TP, CP and EP traffic.
+
+    total = compute + TP + CP + EP + bubble + PP + exposed DP
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..checks import check_int, check_number
+from .collective import _factor, _time_s
+from .flops import forward_flops, matmul_weights_per_token, train_flops
+from .hardware import HardwareSpec
+from .model import ModelConfig
+from .parallel_memory import _stage_params
+from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, plan_columns
+
+__all__ = ["TrainStepTime", "train_step_time", "COMM_KINDS"]
+
+COMM_KINDS = ("dp", "tp", "pp", "cp", "ep")
+
+
+@dataclass(frozen=True)
+class TrainStepTime:
+    """Seconds of one step and their parts (module docstring). ``comm_s`` and
+    ``comm_bytes_per_gpu`` map "dp", "tp", "pp", "cp", "ep" to the seconds of that traffic and
+    the bytes one GPU sends; ``dp_exposed_s`` is the DP time not hidden behind backward."""
+
+    compute_s: float
+    bubble_s: float
+    comm_s: dict
+    comm_bytes_per_gpu: dict
+    dp_exposed_s: float
+    total_s: float
+
+    @property
+    def comm_share(self) -> float:
+        """Share of the step spent in exposed communication."""
+        return (self.total_s - self.compute_s - self.bubble_s) / self.total_s
+
+    @property
+    def bubble_share(self) -> float:
+        return self.bubble_s / self.total_s
+
+    def as_dict(self) -> dict:
+        return {"compute_s": self.compute_s, "bubble_s": self.bubble_s,
+                **{f"{k}_comm_s": v for k, v in self.comm_s.items()},
+                **{f"{k}_comm_bytes_per_gpu": v for k, v in self.comm_bytes_per_gpu.items()},
+                "dp_exposed_s": self.dp_exposed_s, "total_s": self.total_s,
+                "comm_share": self.comm_share, "bubble_share": self.bubble_share}
+
+
+def _kv_width(m: ModelConfig) -> int:
+    """Key plus value elements per token per layer as attention uses them (MLA decompressed)."""
+    if m.is_mla:
+        return m.num_attention_heads * (m.head_size + m.v_head_dim)
+    return 2 * m.kv_heads * m.head_size
+
+
+def _check_links(hw: HardwareSpec) -> None:
+    if hw.intra_node_bandwidth_bytes_per_s is None or hw.inter_node_bandwidth_bytes_per_s is None:
+        raise ValueError(f"hardware {hw.name!r} has no intra/inter-node link bandwidths; "
+                         f"a parallel step needs both (use a GPU preset such as 'h100')")
+
+
+def _step_time_arrays(m: ModelConfig, hw: HardwareSpec, cols: dict, workload: TrainWorkload,
+                      efficiency: float = 1.0, overlap: float = 1.0, dtype: str = "bf16",
+                      activation_bytes: int = 2, grad_bytes: int = 2,
+                      weight_bytes: int = 2) -> dict:
+    """:func:`train_step_time` for every plan in ``cols`` (:func:`plan_columns`) at once."""
+    dp, tp, pp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp", "ep"))
+    z, rc = cols["zero_stage"], cols["recompute"]
+    mb, v = cols["microbatches"].astype(np.float64), cols["interleave"].astype(np.float64)
+    B, s, b = workload.global_batch, workload.seq_len, workload.micro_batch_size
+    D, L, A = m.hidden_size, m.num_hidden_layers, activation_bytes
+    # compute ------------------------------------------------------------------------------
+    weights = 2.0 * matmul_weights_per_token(m, lm_head=False) * s
+    attn = forward_flops(m, s, lm_head="none") - weights          # the attention core forward
+    plain = train_flops(m, s)
+    per_seq = np.array([plain, plain + attn, train_flops(m, s, recompute=True)])[rc]
+    flops = B * per_seq
+    gpus = dp * tp * pp * cp
+    compute = flops / (gpus * hw.peak(dtype) * efficiency)
+    backward = compute * (flops - B * forward_flops(m, s)) / flops
+    full = (rc == RECOMPUTE.index("full")).astype(np.float64)
+    layers = L / pp
+
+    gpn = hw.gpus_per_node
+    intra, inter = hw.intra_node_bandwidth_bytes_per_s, hw.inter_node_bandwidth_bytes_per_s
+
+    def bw(span):
+        return np.where(span <= gpn, intra or np.inf, inter or np.inf)   # missing: n = 1 only
+
+    sec, vol = {}, {}
+    # tensor parallel: 4 (+2) all-reduces of (T/cp) b D per layer and microbatch
+    n = mb * layers * (4 + 2 * full)
+    size = s / cp * b * D * A
+    sec["tp"] = n * _time_s("all_reduce", size, tp, bw(tp))
+    vol["tp"] = n * size * _factor("all_reduce", tp)
+    # context parallel: K/V around the ring, 1 (+1) pass forward, 2 backward
+    n = mb * layers * (3 + full)
+    size = s * b * _kv_width(m) * A / tp
+    sec["cp"] = n * _time_s("all_gather", size, cp, bw(tp * cp))
+    vol["cp"] = n * size * _factor("all_gather", cp)
+    # expert parallel: 4 (+2) all-to-alls of the GPU's tokens x top-k per MoE layer
+    n = mb * (m.num_moe_layers / pp) * (4 + 2 * full)
+    size = s * b * m.num_experts_per_tok * D * A / (cp * tp)
+    sec["ep"] = n * _time_s("all_to_all", size, ep, bw(tp * ep))
+    vol["ep"] = n * size * _factor("all_to_all", ep)
+    # pipeline: activation forward and gradient backward per microbatch and chunk
+    vol["pp"] = np.where(pp > 1, 2 * mb * v, 0.0) * s * b * D * A / (cp * tp)
+    sec["pp"] = vol["pp"] / bw(tp * cp * dp * pp)
+    # data parallel (ZeRO stages), non-expert and expert parameters in their own groups
+    first, last, expert = _stage_params(m, pp)
+    bw_dp = bw(tp * cp * dp)
+    step_s = micro_s = vol_dp = 0.0
+    for params, group in ((np.maximum(first, last) / tp, dp * cp),
+                          (expert / (tp * ep), dp * cp / ep)):
+        g, w = grad_bytes * params, weight_bytes * params
+        ar, rs, ag = (_time_s(op, x, group, bw_dp) for op, x in
+                      (("all_reduce", g), ("reduce_scatter", g), ("all_gather", w)))
+        step_s = step_s + np.select([z == 0, z == 1, z == 2], [ar, rs + ag, ag], 0.0)
+        micro_s = micro_s + mb * np.select([z == 2, z == 3], [rs, rs + 2 * ag], 0.0)
+        f = _factor("reduce_scatter", group)                      # = all-gather's = AR's / 2
+        vol_dp = vol_dp + f * np.select([z == 0, z == 1, z == 2, z == 3],
+                                        [2 * g, g + w, mb * g + w, mb * (g + 2 * w)])
+    sec["dp"], vol["dp"] = step_s + micro_s, vol_dp
+    exposed = (step_s - np.minimum(overlap * step_s, backward / mb)
+               + micro_s - np.minimum(overlap * micro_s, backward))
+    # pipeline bubble over the per-microbatch work
+    bubble = (pp - 1) / (v * mb) * (compute + sec["tp"] + sec["cp"] + sec["ep"])
+    total = compute + sec["tp"] + sec["cp"] + sec["ep"] + bubble + sec["pp"] + exposed
+    return {"compute_s": compute, "bubble_s": bubble, "dp_exposed_s": exposed,
+            "total_s": total, **{f"{k}_comm_s": sec[k] for k in COMM_KINDS},
+            **{f"{k}_comm_bytes_per_gpu": vol[k] for k in COMM_KINDS}}
+
+
+def train_step_time(model: ModelConfig, hardware: HardwareSpec, plan: ParallelPlan,
+                    workload: TrainWorkload, *, efficiency: float = 1.0, overlap: float = 1.0,
+                    dtype: str = "bf16", activation_bytes: int = 2, grad_bytes: int = 2,
+                    weight_bytes: int = 2) -> TrainStepTime:
+    """Seconds of one training step and their parts (module docstring; sources: Narayanan et
+    al. 2021 §2.2-2.3 and §4.1, Korthikanti et al. 2022 §4.2, ZeRO paper §7; book Chapters 7-9).
+
+    Args:
+        efficiency: share of the peak FLOP/s the kernels reach (1.0 = peak, as the Part II
+            estimate's default ``train_efficiency``).
+        overlap: share of the data-parallel traffic that may hide behind backward compute.
+        dtype: the peak used. activation_bytes, grad_bytes, weight_bytes: bytes per value
+            sent for activations, gradients and weights.
+    Raises:
+        ValueError: a plan breaking a rule of :meth:`ParallelPlan.check` (with the hardware's
+            node size), ``efficiency`` outside (0, 1], ``overlap`` outside [0, 1], a dtype the
+            hardware has no peak for, hardware without link bandwidths when gpus > 1.
+    """
+    if not isinstance(plan, ParallelPlan):
+        raise ValueError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
+    plan.validate(model, hardware, None, workload)
+    check_number("efficiency", efficiency, low=0, high=1, low_open=True)
+    check_number("overlap", overlap, low=0, high=1)
+    for label, x in (("activation_bytes", activation_bytes), ("grad_bytes", grad_bytes),
+                     ("weight_bytes", weight_bytes)):
+        check_int(label, x, 1)
+    hardware.peak(dtype)
+    if plan.gpus > 1:
+        _check_links(hardware)
+    r = _step_time_arrays(model, hardware, plan_columns([plan]), workload, efficiency, overlap,
+                          dtype, activation_bytes, grad_bytes, weight_bytes)
+    one = {k: float(np.asarray(x).reshape(-1)[0]) for k, x in r.items()}
+    return TrainStepTime(one["compute_s"], one["bubble_s"],
+                         {k: one[f"{k}_comm_s"] for k in COMM_KINDS},
+                         {k: one[f"{k}_comm_bytes_per_gpu"] for k in COMM_KINDS},
+                         one["dp_exposed_s"], one["total_s"])

@@ -1,0 +1,195 @@
+"""Search every parallel layout of a training job and rank the valid ones by predicted step
+time (book Chapter 9).
+
+The search space for ``gpus`` GPUs: every ordered factorisation dp x tp x pp x cp = gpus; for a
+MoE model every ep dividing dp x cp (ep = 1 for a dense model); every ZeRO stage, recompute
+mode, sp (True only with tp > 1) and interleave (> 1 only with pp > 1) among the options given.
+microbatches = global_batch / (dp x micro_batch_size). Combinations that are meaningless by
+construction (sp without tp, interleaving without a pipeline, ep on a dense model) are not
+generated; all others are, and each is either ranked or rejected with the rules it breaks
+(:meth:`rlmperf_lite.cost.ParallelPlan.check`) and "out of memory" when
+:func:`rlmperf_lite.cost.memory_per_gpu` exceeds ``memory_fraction`` of the HBM.
+
+All candidates are costed at once with numpy arrays, through the same kernels as
+:func:`rlmperf_lite.cost.train_step_time` and :func:`rlmperf_lite.cost.memory_per_gpu`, so
+the numbers equal theirs plan by plan (``tests/test_cost_parallel_planner.py``).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..checks import check_choice, check_int, check_number
+from .hardware import HardwareSpec
+from .model import ModelConfig
+from .parallel_memory import SCHEDULES, _train_memory_arrays
+from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, plan_rules
+from .parallel_step import _check_links, _step_time_arrays
+
+__all__ = ["RankedPlan", "PlanSearch", "search_plans"]
+
+_FIELDS = ("dp", "tp", "pp", "cp", "ep", "sp", "zero_stage", "microbatches", "interleave",
+           "recompute")
+
+
+@dataclass(frozen=True)
+class RankedPlan:
+    """A valid plan and its predicted cost."""
+
+    plan: ParallelPlan
+    step_time_s: float
+    memory_per_gpu_bytes: float
+    comm_share: float
+    """Share of the step in exposed communication."""
+    bubble_share: float
+    """Share of the step in the pipeline bubble."""
+
+    def as_row(self) -> dict:
+        return {**self.plan.as_dict(), "step_time_s": self.step_time_s,
+                "memory_per_gpu_gb": self.memory_per_gpu_bytes / 1e9,
+                "comm_share": self.comm_share, "bubble_share": self.bubble_share}
+
+
+class PlanSearch:
+    """The result of :func:`search_plans`: ``ranked`` (valid plans, fastest first),
+    ``rejected`` ((plan, reasons) pairs), ``best``, ``table()``, and the raw per-candidate
+    arrays in ``columns`` (plan fields) and ``costs`` (step-time parts, memory)."""
+
+    def __init__(self, columns: dict, costs: dict, rules: list):
+        self.columns, self.costs, self._rules = columns, costs, rules
+        broken = np.zeros(len(columns["dp"]), dtype=bool)
+        for mask, _ in rules:
+            broken |= mask
+        valid = np.flatnonzero(~broken)
+        self._order = valid[np.argsort(costs["total_s"][valid], kind="stable")]
+        self._broken = broken
+
+    @property
+    def num_enumerated(self) -> int:
+        return int(self._broken.size)
+
+    @property
+    def num_valid(self) -> int:
+        return int(self._order.size)
+
+    def plan(self, i: int) -> ParallelPlan:
+        """Candidate ``i`` as a :class:`ParallelPlan`."""
+        c = self.columns
+        return ParallelPlan(**{k: (RECOMPUTE[int(c[k][i])] if k == "recompute" else
+                                   bool(c[k][i]) if k == "sp" else int(c[k][i]))
+                               for k in _FIELDS})
+
+    @cached_property
+    def ranked(self) -> list[RankedPlan]:
+        c = self.costs
+        return [RankedPlan(self.plan(i), float(c["total_s"][i]), float(c["total_bytes"][i]),
+                           float(c["comm_share"][i]), float(c["bubble_share"][i]))
+                for i in self._order]
+
+    @cached_property
+    def rejected(self) -> list[tuple[ParallelPlan, tuple[str, ...]]]:
+        reasons: dict[int, list[str]] = {}
+        for mask, message in self._rules:
+            for i in np.flatnonzero(mask):
+                reasons.setdefault(int(i), []).append(message(i))
+        return [(self.plan(i), tuple(reasons[i])) for i in sorted(reasons)]
+
+    @property
+    def best(self) -> RankedPlan | None:
+        return self.ranked[0] if self._order.size else None
+
+    def table(self, limit: int | None = None) -> list[dict]:
+        """The ranked plans as flat rows (plan fields, step_time_s, memory_per_gpu_gb,
+        comm_share, bubble_share), fastest first, at most ``limit`` of them."""
+        check_int("limit", limit, 1, optional=True)
+        return [r.as_row() for r in self.ranked[:limit]]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _enumerate(model, gpus, workload, zero_stages, recompute, sp, interleave) -> dict:
+    base = [(dp, tp, pp, gpus // (dp * tp * pp)) for dp in _divisors(gpus)
+            for tp in _divisors(gpus // dp) for pp in _divisors(gpus // (dp * tp))]
+    rows = [(*r, ep) for r in base
+            for ep in (_divisors(r[0] * r[3]) if model.is_moe else (1,))]
+    rows = np.array(rows, dtype=np.int64)                                  # (R, 5)
+    combos = np.array(list(itertools.product(zero_stages, sp, interleave,
+                                             [RECOMPUTE.index(r) for r in recompute])),
+                      dtype=np.int64)                                     # (K, 4)
+    r_idx = np.repeat(np.arange(len(rows)), len(combos))
+    k_idx = np.tile(np.arange(len(combos)), len(rows))
+    cols = {k: rows[r_idx, j] for j, k in enumerate(("dp", "tp", "pp", "cp", "ep"))}
+    cols.update(zero_stage=combos[k_idx, 0], sp=combos[k_idx, 1].astype(bool),
+                interleave=combos[k_idx, 2], recompute=combos[k_idx, 3])
+    keep = (~cols["sp"] | (cols["tp"] > 1)) & ((cols["interleave"] == 1) | (cols["pp"] > 1))
+    cols = {k: a[keep] for k, a in cols.items()}
+    per_rank = workload.global_batch // (cols["dp"] * workload.micro_batch_size)
+    cols["microbatches"] = np.maximum(per_rank, 1)          # the rules reject indivisible ones
+    return cols
+
+
+def search_plans(model: ModelConfig, hardware: HardwareSpec, gpus: int,
+                 workload: TrainWorkload, *, zero_stages=(0, 1, 2, 3), recompute=RECOMPUTE,
+                 sp=(False, True), interleave=(1, 2), efficiency: float = 1.0,
+                 overlap: float = 1.0, memory_fraction: float = 1.0, schedule: str = "1f1b",
+                 dtype: str = "bf16") -> PlanSearch:
+    """Every layout of ``gpus`` GPUs for ``workload`` (module docstring), costed with
+    :func:`rlmperf_lite.cost.train_step_time` and :func:`rlmperf_lite.cost.memory_per_gpu`'s
+    model, valid ones ranked by step time (book Chapter 9).
+
+    Args:
+        zero_stages, recompute, sp, interleave: the options searched.
+        efficiency, overlap, dtype: as in :func:`rlmperf_lite.cost.train_step_time`.
+        memory_fraction: share of the HBM a plan may use (1.0: all of it).
+        schedule: "1f1b" or "gpipe", for the activation memory.
+    Returns:
+        :class:`PlanSearch`.
+    Raises:
+        ValueError: bad types, ``gpus`` < 1, empty or unknown options, ``memory_fraction``
+            outside (0, 1], hardware without link bandwidths when gpus > 1.
+    """
+    if not isinstance(model, ModelConfig):
+        raise ValueError(f"model must be a ModelConfig, got {type(model).__name__}")
+    if not isinstance(hardware, HardwareSpec):
+        raise ValueError(f"hardware must be a HardwareSpec, got {type(hardware).__name__}")
+    if not isinstance(workload, TrainWorkload):
+        raise ValueError(f"workload must be a TrainWorkload, got {type(workload).__name__}")
+    check_int("gpus", gpus, 1)
+    for label, opts, allowed in (("zero_stages", zero_stages, (0, 1, 2, 3)),
+                                 ("recompute", recompute, RECOMPUTE),
+                                 ("sp", sp, (False, True))):
+        if not isinstance(opts, (tuple, list)) or not opts:
+            raise ValueError(f"{label} must be a non-empty tuple, got {opts!r}")
+        for o in opts:
+            check_choice(f"{label} entry", o, allowed)
+    if not isinstance(interleave, (tuple, list)) or not interleave:
+        raise ValueError(f"interleave must be a non-empty tuple, got {interleave!r}")
+    for v in interleave:
+        check_int("interleave entry", v, 1)
+    check_number("efficiency", efficiency, low=0, high=1, low_open=True)
+    check_number("overlap", overlap, low=0, high=1)
+    check_number("memory_fraction", memory_fraction, low=0, high=1, low_open=True)
+    check_choice("schedule", schedule, SCHEDULES)
+    hardware.peak(dtype)
+    if gpus > 1:
+        _check_links(hardware)
+    cols = _enumerate(model, gpus, workload, tuple(zero_stages), tuple(recompute),
+                      tuple(bool(x) for x in sp), tuple(interleave))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mem = _train_memory_arrays(model, cols, workload, schedule)
+        costs = _step_time_arrays(model, hardware, cols, workload, efficiency, overlap, dtype)
+        costs["total_bytes"] = mem["total_bytes"]
+        exposed = costs["total_s"] - costs["compute_s"] - costs["bubble_s"]
+        costs["comm_share"] = exposed / costs["total_s"]
+        costs["bubble_share"] = costs["bubble_s"] / costs["total_s"]
+    limit = memory_fraction * hardware.hbm_bytes
+    total = mem["total_bytes"]
+    rules = plan_rules(model, hardware, cols, gpus, workload)
+    rules.append((total > limit, lambda i: f"out of memory: {total[i] / 1e9:.1f} GB > "
+                                           f"{limit / 1e9:.3g} GB"))
+    return PlanSearch(cols, costs, rules)

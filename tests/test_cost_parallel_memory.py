@@ -1,0 +1,113 @@
+"""Memory per GPU under a parallel plan: ZeRO's Fig. 1, Korthikanti et al.'s activations with
+pipeline microbatches in flight, and the rollout engine's weights and KV cache (book Chapters
+7-9)."""
+import numpy as np
+import pytest
+
+from rlmperf_lite.cost import (ParallelPlan, TrainWorkload, activation_bytes_per_layer,
+                               inference_memory_per_gpu, kv_cache_bytes_per_token,
+                               memory_per_gpu, model_preset, model_state_breakdown,
+                               model_state_bytes_per_gpu)
+from rlmperf_lite.cost.parallel_memory import _stage_params
+
+QWEN7 = model_preset("qwen2.5-7b")
+QWEN72 = model_preset("qwen2.5-72b")
+
+
+@pytest.mark.parametrize("stage, gb", [(0, 120), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_zero_fig1(stage, gb):
+    """Rajbhandari et al. 2020 (ZeRO), Fig. 1: 7.5B parameters on 64 GPUs with K = 12 take
+    120, 31.4, 16.6 and 1.9 GB per GPU for baseline, P_os, P_os+g, P_os+g+p (to the paper's
+    one decimal: 31.40625, 16.640625, 1.875)."""
+    assert round(model_state_bytes_per_gpu(7.5e9, 64, stage) / 1e9, 1) == gb
+
+
+def test_zero_breakdown_shards_what_each_stage_says():
+    b = model_state_breakdown(1e9, 4, 2)
+    assert b == {"weights_bytes": 2e9, "grads_bytes": 0.5e9, "optimizer_bytes": 3e9}
+    with pytest.raises(ValueError, match="zero_stage"):
+        model_state_breakdown(1e9, 4, 4)
+
+
+def test_data_parallel_plan_by_hand():
+    """dp = 8, no ZeRO: 16 bytes per parameter, activations of one microbatch's L layers
+    (Korthikanti Table 2, no parallelism) plus its fp32 logits."""
+    work = TrainWorkload(global_batch=64, seq_len=2048)
+    plan = ParallelPlan(dp=8, microbatches=8, recompute="selective")
+    mem = memory_per_gpu(QWEN7, plan, work)
+    n = QWEN7.num_params()
+    assert (mem.weights_bytes, mem.grads_bytes, mem.optimizer_bytes) == pytest.approx(
+        (2 * n, 2 * n, 12 * n))
+    act = QWEN7.num_hidden_layers * activation_bytes_per_layer(QWEN7, 2048, 1,
+                                                               recompute="selective")
+    assert mem.activation_bytes == pytest.approx(act + 4 * 2048 * QWEN7.vocab_size)
+    z3 = memory_per_gpu(QWEN7, ParallelPlan(dp=8, microbatches=8, zero_stage=3), work)
+    assert z3.weights_bytes + z3.grads_bytes + z3.optimizer_bytes == pytest.approx(16 * n / 8)
+
+
+def test_first_stage_holds_p_microbatches():
+    """1F1B: the first of p stages keeps p microbatches of its L / p layers, i.e. L layers'
+    worth whatever p is (Korthikanti et al. 2022 §4.2.3), x (1 + (p-1)/(p v)) interleaved;
+    GPipe keeps all m. With tp = 8 and sp: Table 2's 34 / t row with selective recompute."""
+    work = TrainWorkload(global_batch=256, seq_len=4096)
+    per_layer = activation_bytes_per_layer(QWEN72, 4096, 1, tp=8, sp=True,
+                                           recompute="selective")
+    L = QWEN72.num_hidden_layers
+    for pp, v, in_flight in [(8, 1, 8), (8, 2, 8 * (1 + 7 / 16)), (4, 1, 4)]:
+        plan = ParallelPlan(dp=256 // 64, tp=8, pp=pp, sp=True, microbatches=64, interleave=v,
+                            recompute="selective")
+        mem = memory_per_gpu(QWEN72, plan, work)
+        assert mem.stage == "first"
+        assert mem.activation_bytes == pytest.approx(per_layer * L / pp * in_flight)
+    gpipe = memory_per_gpu(QWEN72, ParallelPlan(dp=4, tp=8, pp=8, sp=True, microbatches=64,
+                                                recompute="selective"), work, schedule="gpipe")
+    logits = 4 * 4096 * QWEN72.vocab_size / 8          # fp32, on the last stage with the head
+    assert gpipe.stage == "last"
+    assert gpipe.activation_bytes == pytest.approx(per_layer * L / 8 * 64 + logits)
+
+
+def test_stages_hold_all_parameters():
+    """Untied Qwen2.5-72B: first stage (embedding + its layers) + last stage (its layers, final
+    norm, head) + the p - 2 middle stages (layers only) = every parameter."""
+    embedding = QWEN72.param_breakdown()["embedding"]
+    for pp in (1, 2, 4, 8):
+        first, last, expert = (x[0] for x in _stage_params(QWEN72, np.array([pp])))
+        if pp == 1:
+            assert first == last == QWEN72.num_params()
+        else:
+            middle = first - embedding
+            assert first + last + (pp - 2) * middle == pytest.approx(QWEN72.num_params())
+        assert expert == 0
+
+
+def test_invalid_plans_and_bad_inputs():
+    work = TrainWorkload(global_batch=64, seq_len=2048)
+    with pytest.raises(ValueError, match="microbatches=1 != global_batch"):
+        memory_per_gpu(QWEN7, ParallelPlan(dp=8), work)
+    with pytest.raises(ValueError, match="schedule"):
+        memory_per_gpu(QWEN7, ParallelPlan(dp=8, microbatches=8), work, schedule="zb")
+    with pytest.raises(ValueError, match="plan"):
+        memory_per_gpu(QWEN7, {"dp": 8}, work)
+
+
+def test_inference_memory_with_kv_cache():
+    """Rollout engine: bf16 weights / (tp pp) + KV cache of the held tokens, split over the KV
+    heads (Llama-3.1-8B: 8 KV heads, 2 x 32 x 8 x 128 x 2 = 131,072 bytes per token) and
+    replicated beyond tp = 8; vLLM §3: OPT-13B holds 800 KB (819,200 bytes) per token."""
+    llama = model_preset("llama-3.1-8b")
+    n, tokens = llama.num_params(), 10_000
+    per_tok = kv_cache_bytes_per_token(llama)
+    assert per_tok == 131_072
+    for tp, pp, kv_div in [(1, 1, 1), (4, 1, 4), (8, 1, 8), (16, 1, 8), (2, 2, 4)]:
+        m = inference_memory_per_gpu(llama, tp, pp, tokens)
+        assert m.weights_bytes == pytest.approx(2 * n / (tp * pp))
+        assert m.kv_cache_bytes == pytest.approx(tokens * per_tok / kv_div)
+        assert m.total_bytes == m.weights_bytes + m.kv_cache_bytes
+    opt = inference_memory_per_gpu(model_preset("opt-13b"), 1, 1, 1)
+    assert opt.kv_cache_bytes == 819_200
+    ds = model_preset("deepseek-v3")                   # latent cache: one copy per TP rank
+    assert inference_memory_per_gpu(ds, 8, 1, 1).kv_cache_bytes == kv_cache_bytes_per_token(ds)
+    with pytest.raises(ValueError, match="tp=3 must divide"):
+        inference_memory_per_gpu(llama, 3, 1, tokens)
+    with pytest.raises(ValueError, match="kv_tokens"):
+        inference_memory_per_gpu(llama, 1, 1, -1)

@@ -1,0 +1,105 @@
+"""Step time under a parallel plan, part by part against hand computations from the formulas
+the module docstring cites (Narayanan et al. 2021, Korthikanti et al. 2022, ZeRO §7; book
+Chapters 7-9)."""
+import pytest
+
+from rlmperf_lite.cost import (HardwareSpec, ParallelPlan, TrainWorkload, collective_time_s,
+                               forward_flops, hardware_preset, model_preset,
+                               pipeline_bubble_fraction, train_flops, train_step_time)
+
+H100 = hardware_preset("h100")         # 989.5 TFLOP/s bf16, NVLink 450 GB/s, network 50 GB/s
+NVLINK, NET = H100.intra_node_bandwidth_bytes_per_s, H100.inter_node_bandwidth_bytes_per_s
+QWEN7 = model_preset("qwen2.5-7b")
+WORK = TrainWorkload(global_batch=64, seq_len=2048)
+
+
+def test_data_parallel_step_by_hand():
+    """dp = 8 in one node: compute = B x train FLOPs / (8 x peak); one all-reduce of the bf16
+    gradients (2N bytes) per step at NVLink bus bandwidth; with overlap = 0 nothing hides."""
+    plan = ParallelPlan(dp=8, microbatches=8)
+    n = QWEN7.num_params()
+    compute = 64 * train_flops(QWEN7, 2048) / (8 * H100.peak("bf16"))
+    dp = collective_time_s("all_reduce", 2 * n, 8, NVLINK)
+    t = train_step_time(QWEN7, H100, plan, WORK, overlap=0.0)
+    assert t.compute_s == pytest.approx(compute)
+    assert t.comm_s["dp"] == pytest.approx(dp)
+    assert t.comm_bytes_per_gpu["dp"] == pytest.approx(2 * 7 / 8 * 2 * n)
+    assert t.total_s == pytest.approx(compute + dp)
+    assert t.bubble_s == 0 and t.comm_s["tp"] == t.comm_s["pp"] == 0
+    # overlap = 1: a once-per-step all-reduce hides behind the last microbatch's backward
+    backward = compute * (1 - 64 * forward_flops(QWEN7, 2048) / (64 * train_flops(QWEN7, 2048)))
+    hidden = train_step_time(QWEN7, H100, plan, WORK, overlap=1.0)
+    assert hidden.dp_exposed_s == pytest.approx(dp - min(dp, backward / 8))
+    # half the efficiency, twice the compute time
+    assert train_step_time(QWEN7, H100, plan, WORK, efficiency=0.5).compute_s == \
+        pytest.approx(2 * compute)
+
+
+def test_dp_across_nodes_uses_the_network():
+    plan = ParallelPlan(dp=16, microbatches=4)
+    t = train_step_time(QWEN7, H100, plan, WORK, overlap=0.0)
+    assert t.comm_s["dp"] == pytest.approx(
+        collective_time_s("all_reduce", 2 * QWEN7.num_params(), 16, NET))
+
+
+def test_zero3_moves_one_and_a_half_times_the_bytes():
+    """ZeRO §7.2.2: stage 3 sends 3 Psi (reduce-scatter + 2 all-gathers) against 2 Psi for an
+    all-reduce, per pass (m = 1 here)."""
+    work = TrainWorkload(global_batch=8, seq_len=2048)
+    z0 = train_step_time(QWEN7, H100, ParallelPlan(dp=8, zero_stage=0), work)
+    z3 = train_step_time(QWEN7, H100, ParallelPlan(dp=8, zero_stage=3), work)
+    assert z3.comm_bytes_per_gpu["dp"] == pytest.approx(1.5 * z0.comm_bytes_per_gpu["dp"])
+
+
+def test_tensor_parallel_all_reduces():
+    """Narayanan et al. 2021 §2.3, Fig. 5: 2 all-reduces forward and 2 backward per layer of the
+    T b D bf16 activations; sequence parallelism swaps each for an all-gather and a
+    reduce-scatter, the same time (Korthikanti et al. 2022 §4.2.2)."""
+    plan = ParallelPlan(dp=2, tp=4, microbatches=32)
+    D, L = QWEN7.hidden_size, QWEN7.num_hidden_layers
+    one = collective_time_s("all_reduce", 2048 * D * 2, 4, NVLINK)
+    t = train_step_time(QWEN7, H100, plan, WORK)
+    assert t.comm_s["tp"] == pytest.approx(32 * L * 4 * one)
+    sp = train_step_time(QWEN7, H100, ParallelPlan(dp=2, tp=4, sp=True, microbatches=32), WORK)
+    assert sp.comm_s["tp"] == pytest.approx(t.comm_s["tp"])
+    full = train_step_time(QWEN7, H100, ParallelPlan(dp=2, tp=4, microbatches=32,
+                                                     recompute="full"), WORK)
+    assert full.comm_s["tp"] == pytest.approx(32 * L * 6 * one)        # forward recomputed
+
+
+def test_pipeline_bubble_and_p2p():
+    """Bubble = (p - 1) / (v m) of the per-microbatch work (Narayanan et al. 2021 §2.2), and
+    each microbatch sends its activation forward and its gradient back."""
+    plan = ParallelPlan(dp=4, pp=2, microbatches=16, interleave=2)    # 28 layers = 2 x 2 x 7
+    t = train_step_time(QWEN7, H100, plan, WORK)
+    frac = pipeline_bubble_fraction(2, 16, 2)
+    assert t.bubble_s == pytest.approx(frac * t.compute_s)            # no TP/CP/EP traffic
+    assert t.comm_bytes_per_gpu["pp"] == pytest.approx(2 * 16 * 2 * 2048 * QWEN7.hidden_size * 2)
+    assert t.comm_s["pp"] == pytest.approx(t.comm_bytes_per_gpu["pp"] / NVLINK)
+    assert t.bubble_share == pytest.approx(t.bubble_s / t.total_s)
+
+
+def test_expert_parallel_all_to_alls():
+    """Per MoE layer and microbatch 2 all-to-alls forward and 2 backward of the GPU's tokens x
+    top-k x D (Qwen3-30B-A3B: 48 MoE layers, top-8, D = 2048)."""
+    moe = model_preset("qwen3-30b-a3b")
+    work = TrainWorkload(global_batch=16, seq_len=2048)
+    t = train_step_time(moe, H100, ParallelPlan(dp=8, ep=8, microbatches=2), work)
+    one = collective_time_s("all_to_all", 2048 * 8 * moe.hidden_size * 2, 8, NVLINK)
+    assert t.comm_s["ep"] == pytest.approx(2 * moe.num_moe_layers * 4 * one)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="efficiency"):
+        train_step_time(QWEN7, H100, ParallelPlan(dp=8, microbatches=8), WORK, efficiency=0)
+    with pytest.raises(ValueError, match="overlap"):
+        train_step_time(QWEN7, H100, ParallelPlan(dp=8, microbatches=8), WORK, overlap=2)
+    with pytest.raises(ValueError, match="tp=16 exceeds gpus_per_node=8"):
+        train_step_time(model_preset("qwen2.5-72b"), H100,
+                        ParallelPlan(tp=16, microbatches=64), WORK)
+    no_links = HardwareSpec(name="box", peak_flops={"bf16": 1e15}, hbm_bytes=8e10,
+                            hbm_bandwidth_bytes_per_s=3e12, gpus_per_node=8)
+    with pytest.raises(ValueError, match="link bandwidths"):
+        train_step_time(QWEN7, no_links, ParallelPlan(dp=8, microbatches=8), WORK)
+    one = train_step_time(QWEN7, no_links, ParallelPlan(microbatches=64), WORK)
+    assert one.total_s == one.compute_s                               # one GPU: no traffic
