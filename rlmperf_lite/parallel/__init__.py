@@ -2,16 +2,22 @@
 collectives that count the bytes they move, data parallelism and ZeRO, tensor, sequence, context,
 pipeline and expert parallelism, each equal to the unsharded computation."""
 from .collectives import CommLog, DeviceMesh, ProcessGroup
+from .data import (FlatLayout, GRPOBatch, dp_grads, local_grads, loss_forward, make_grpo_batch,
+                   reference_grpo_step, split_groups)
 from .context import (chunk_positions, cp_attention_backward, cp_attention_forward,
                       merge_sequence, ring_attention_backward, ring_attention_forward,
                       ring_attention_work, split_sequence)
 from .expert import (ep_moe_backward, ep_moe_forward, expert_load, init_moe_params, moe_backward,
                      moe_forward, router_backward, router_forward, shard_experts)
 from .pipeline import SCHEDULES, pipeline_grads, stage_layers
+from .zero import ZeroState, resident_bytes, zero_init, zero_params, zero_step
 from .schedules import (PipelineTimeline, gpipe_schedule, interleaved_schedule,
                         one_f_one_b_schedule, schedule_timeline)
 
 __all__ = ["CommLog", "DeviceMesh", "ProcessGroup",
+           "GRPOBatch", "make_grpo_batch", "FlatLayout", "split_groups", "loss_forward",
+           "local_grads", "reference_grpo_step", "dp_grads", "ZeroState", "zero_init",
+           "zero_step", "zero_params", "resident_bytes",
            "chunk_positions", "split_sequence", "merge_sequence", "ring_attention_work",
            "ring_attention_forward", "ring_attention_backward", "cp_attention_forward",
            "cp_attention_backward",

@@ -1,0 +1,270 @@
+"""Data parallelism on the tiny LM with the real GRPO loss: the same gradient, split by sequences
+(book Chapter 7).
+
+A GRPO batch of B prompts x G completions is cut into n slices of whole groups, one per
+data-parallel rank. Each rank runs forward and backward on its slice only, with the loss
+normalised by the WHOLE batch's token (or sequence) count, and one all-reduce SUM of the flat
+gradient gives every rank the full batch's gradient (Li et al. 2020, PyTorch DDP, arXiv
+2006.15704, §3: one bucketed all-reduce of the gradients).
+
+Why the whole batch's normalisers: with token-mean aggregation the loss is
+``sum_tokens w * l`` with ``w = 1 / (tokens in the batch)``. A rank that divides by its own token
+count before DDP averages the gradients over ranks (a "mean of per-rank means") weights a
+token of a short-answer rank more than one of a long-answer rank: not the batch's gradient
+whenever ranks hold different token counts (verl issue #5625). :func:`dp_grads` shows both.
+
+Why whole groups per rank: the advantages are computed per group BEFORE the split, so any split
+of the rows gives the same summed gradient; keeping a group on one rank keeps each rank's slice
+a set of prompts (and group-level filtering local). verl's ``_balance_batch`` instead reorders
+rows across ranks to even out token counts, which is exact for the same reason.
+
+Also here: the fixed GRPO batch the Part III modules and labs share (:func:`make_grpo_batch`),
+the flat parameter layout of DDP buckets and ZeRO/FSDP shards (:class:`FlatLayout`), and the
+single-rank step every parallel step is compared with (:func:`reference_grpo_step`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..checks import check_choice
+from ..nn import AdamW, TinyLMConfig, clip_grad_norm, generate, logps_backward, logps_forward
+from ..rl.advantages import grpo_advantages, rloo_advantages
+from ..rl.common import blas_limits, check_fits_task, lr_factor
+from ..rl.grpo import GRPOConfig, loss_norms, policy_dlogps
+from ..rl.losses import aggregate_weights, kl_estimate, policy_loss
+from ..rl.warmstart import warm_start
+from ..tasks import AdditionTask
+from .collectives import ProcessGroup
+
+__all__ = ["GRPOBatch", "make_grpo_batch", "FlatLayout", "split_groups", "loss_forward",
+           "local_grads", "reference_grpo_step", "dp_grads"]
+
+
+@dataclass(frozen=True)
+class GRPOBatch:
+    """One GRPO rollout batch, n = B * G rows laid out group by group."""
+
+    tokens: np.ndarray
+    """(n, P + R) int: prompt then completion."""
+    completion_mask: np.ndarray
+    """(n, R) float32: 1 for generated tokens up to the end token."""
+    old_per_token_logps: np.ndarray
+    """(n, R): behaviour log-probs recorded at sampling time."""
+    advantages: np.ndarray
+    """(n,) float32: group-relative advantages, computed on the whole batch."""
+    prompt_len: int
+    """P; the completion's log-probs are columns P - 1 .. of the model's (n, P + R - 1)."""
+    group_size: int
+    """G, rows per prompt."""
+    cfg: TinyLMConfig
+    """The model shape the batch was sampled with."""
+    params: dict
+    """float64 copy of the weights that sampled the batch (a common starting point)."""
+    rewards: np.ndarray
+    """(n,) verifier rewards."""
+    ref_per_token_logps: np.ndarray | None = None
+    """(n, R) reference log-probs (the sampling weights), when the config has ``kl_coef`` > 0."""
+
+    @property
+    def num_groups(self) -> int:
+        """B, prompts in the batch."""
+        return len(self.tokens) // self.group_size
+
+    def rows(self, sl) -> GRPOBatch:
+        """The batch restricted to rows ``sl`` (a slice or index array; same model, params, P)."""
+        ref = None if self.ref_per_token_logps is None else self.ref_per_token_logps[sl]
+        return replace(self, tokens=self.tokens[sl], completion_mask=self.completion_mask[sl],
+                       old_per_token_logps=self.old_per_token_logps[sl],
+                       advantages=self.advantages[sl], rewards=self.rewards[sl],
+                       ref_per_token_logps=ref)
+
+
+def make_grpo_batch(cfg: TinyLMConfig, config: GRPOConfig, seed: int, *,
+                    params: dict | None = None) -> GRPOBatch:
+    """Run the GRPO loop's rollout once: ``config.num_prompts`` addition prompts x
+    ``config.group_size`` samples with :func:`rlmperf_lite.nn.generate`, rewards from the
+    verifier, advantages from :func:`rlmperf_lite.rl.grpo_advantages` (or RLOO).
+
+    ``params`` (float32 weights of ``cfg``) default to the loop's warm-started base model for
+    ``seed`` (~2 s): a random init is never right, so every advantage would be 0 and every
+    gradient 0 (see :mod:`rlmperf_lite.rl.warmstart`). ``config.model`` is ignored (``cfg`` is
+    the model); dynamic sampling and the overlong penalty are not applied. ``seed`` seeds the
+    warm-start, the prompts and the sampling exactly as ``train_grpo`` with that seed does, so
+    the batch is that run's first batch.
+
+    Raises:
+        ValueError: ``cfg`` does not fit the addition task, or ``config.advantage_estimator`` is
+            ``"reinforce_pp"`` (its KL-shaped returns need the reference pass of the loop).
+    """
+    c, task = replace(config, model=cfg), AdditionTask()
+    check_fits_task(c, task)
+    check_choice("config.advantage_estimator", c.advantage_estimator, ("grpo", "rloo"))
+    rng_init, rng_data, rng_sample = np.random.default_rng(seed).spawn(3)     # as the loop
+    with blas_limits(c):
+        if params is None:
+            params, _ = warm_start(cfg, task, rng_init, max_steps=c.warmstart_max_steps,
+                                   target_accuracy=c.warmstart_target_accuracy)
+        prompts, pairs = task.sample_prompts(rng_data, c.num_prompts)         # (B, P)
+        G = c.group_size
+        ro = generate(params, prompts, cfg, max_new_tokens=c.max_new_tokens, eos_id=task.eos_id,
+                      pad_id=task.pad_id, group_size=G, temperature=c.temperature,
+                      rng=rng_sample)                                         # n = B * G rows
+        rewards = task.reward(np.repeat(pairs, G, axis=0), ro.tokens[:, ro.prompt_len:])
+        adv = (grpo_advantages(rewards, G, scale=c.adv_scale) if c.advantage_estimator == "grpo"
+               else rloo_advantages(rewards, G))                              # (n,)
+        params64 = {k: v.astype(np.float64) for k, v in params.items()}
+        ref = None
+        if c.kl_coef > 0:                   # the reference is the sampling model, in float64
+            ref = logps_forward(params64, ro.tokens, cfg, c.temperature)[0][:, ro.prompt_len - 1:]
+    return GRPOBatch(tokens=ro.tokens, completion_mask=ro.completion_mask,
+                     old_per_token_logps=ro.per_token_logps, advantages=adv,
+                     prompt_len=ro.prompt_len, group_size=G, cfg=cfg, params=params64,
+                     rewards=rewards, ref_per_token_logps=ref)
+
+
+@dataclass(frozen=True)
+class FlatLayout:
+    """All weights as one flat vector: keys in sorted order, each raveled, zero-padded at the end
+    to a multiple of n ranks so it splits into n equal shards (PyTorch FSDP's FlatParameter,
+    Zhao et al. 2023, arXiv 2304.11277, §3.2.1; DDP's gradient buckets).
+
+    Attributes: keys, shapes, offsets (start of each weight), num_params (N), padded_size (N_pad,
+    a multiple of n), n.
+    """
+
+    keys: tuple
+    shapes: tuple
+    offsets: tuple
+    num_params: int
+    padded_size: int
+    n: int
+
+    @classmethod
+    def of(cls, params: dict, n: int) -> FlatLayout:
+        """The layout of ``params`` for n ranks."""
+        keys = tuple(sorted(params))
+        sizes = [int(np.size(params[k])) for k in keys]
+        N = int(sum(sizes))
+        return cls(keys=keys, shapes=tuple(np.shape(params[k]) for k in keys),
+                   offsets=tuple(int(o) for o in np.cumsum([0] + sizes[:-1])), num_params=N,
+                   padded_size=-(-N // n) * n, n=n)
+
+    @property
+    def shard_size(self) -> int:
+        """N_pad / n, elements per rank's shard."""
+        return self.padded_size // self.n
+
+    def shard(self, r: int) -> slice:
+        """Rank r's slice of the flat vector (chunk r of ``np.array_split``, as reduce_scatter)."""
+        return slice(r * self.shard_size, (r + 1) * self.shard_size)
+
+    def flatten(self, tensors: dict) -> np.ndarray:
+        """dict of weights (or grads) -> (N_pad,) vector, zeros in the padding."""
+        dtype = np.result_type(*(tensors[k] for k in self.keys))
+        flat = np.zeros(self.padded_size, dtype=dtype)                        # (N_pad,)
+        for k, o in zip(self.keys, self.offsets):
+            flat[o:o + np.size(tensors[k])] = np.ravel(tensors[k])
+        return flat
+
+    def unflatten(self, flat: np.ndarray) -> dict:
+        """(N_pad,) vector -> dict of views into it (writing the vector changes the weights)."""
+        return {k: flat[o:o + int(np.prod(s, dtype=int))].reshape(s)
+                for k, s, o in zip(self.keys, self.shapes, self.offsets)}
+
+
+def split_groups(batch: GRPOBatch, n: int) -> list:
+    """n sub-batches of B / n whole groups each, rank r taking the r-th contiguous block.
+
+    Raises:
+        ValueError: naming ``batch`` when n does not divide its number of groups B.
+    """
+    B, G = batch.num_groups, batch.group_size
+    if B % n:
+        raise ValueError(f"batch has B={B} GRPO groups (of G={G}), not divisible by the "
+                         f"data-parallel size n={n} (group.size); sample a multiple of n prompts")
+    rows = B // n * G
+    return [batch.rows(slice(r * rows, (r + 1) * rows)) for r in range(n)]
+
+
+def loss_forward(params: dict, batch: GRPOBatch, config: GRPOConfig, norms: dict):
+    """Forward half of one rank's GRPO step, exactly the loop's micro-batch step:
+    ``logps_forward``, then ``policy_dlogps`` on columns P - 1.. weighted with ``norms`` (pass
+    the whole batch's :func:`rlmperf_lite.rl.loss_norms`).
+
+    Returns (loss, dlogps, cache): the rank's term of the batch loss (float), dLoss/dlogps
+    (rows, P + R - 1) (0 on prompt columns) and the cache for ``logps_backward``.
+    """
+    c, P = config, batch.prompt_len
+    ref = batch.ref_per_token_logps if c.kl_coef > 0 else None
+    logps_all, cache = logps_forward(params, batch.tokens, batch.cfg, c.temperature)
+    logps = logps_all[:, P - 1:]                                              # (rows, R)
+    dlogps = np.zeros_like(logps_all)                                         # (rows, P+R-1)
+    dlogps[:, P - 1:] = policy_dlogps(logps, batch.old_per_token_logps, batch.advantages,
+                                      batch.completion_mask, c, norms, ref_per_token_logps=ref)
+    per_token_loss, _ = policy_loss(logps, batch.old_per_token_logps, batch.advantages,
+                                    batch.completion_mask, clip_eps_low=c.clip_eps,
+                                    clip_eps_high=c.clip_eps_high or c.clip_eps)
+    if ref is not None:
+        per_token_loss = per_token_loss + c.kl_coef * kl_estimate(logps, ref) * \
+            batch.completion_mask
+    weights = aggregate_weights(batch.completion_mask, c.loss_agg_mode, **norms)
+    return float((weights * per_token_loss).sum()), dlogps, cache
+
+
+def local_grads(params: dict, batch: GRPOBatch, config: GRPOConfig, norms: dict):
+    """:func:`loss_forward` then ``logps_backward``: (loss term, grads dict like ``params``)."""
+    loss, dlogps, cache = loss_forward(params, batch, config, norms)
+    return loss, logps_backward(dlogps, cache)
+
+
+def reference_grpo_step(params: dict, batch: GRPOBatch, config: GRPOConfig, *,
+                        opt: AdamW | None = None):
+    """The single-rank GRPO update every parallel step must equal: the loop's gradient on the
+    whole batch, ``clip_grad_norm(max_grad_norm)``, then AdamW at ``lr * lr_factor(step)``.
+
+    ``opt``: the AdamW to continue (its ``t`` is the step index); None starts one at step 0 as
+    the loop does. ``params`` is not modified.
+
+    Returns (loss, grads, new_params): the batch loss, the batch gradient BEFORE clipping, and
+    the updated weights (a new dict).
+    """
+    loss, grads = local_grads(params, batch, config, loss_norms(batch.completion_mask, config))
+    new_params = {k: v.copy() for k, v in params.items()}
+    if opt is None:
+        opt = AdamW(new_params, lr=config.lr, betas=config.adam_betas)
+    clipped = {k: g.copy() for k, g in grads.items()}
+    clip_grad_norm(clipped, config.max_grad_norm)
+    opt.lr = config.lr * lr_factor(opt.t, config)
+    opt.step(new_params, clipped)
+    return loss, grads, new_params
+
+
+def dp_grads(params: dict, batch: GRPOBatch, config: GRPOConfig, group: ProcessGroup, *,
+             norms: str = "batch") -> list:
+    """Data-parallel gradient: rank r computes the gradient of its groups, then one all-reduce
+    SUM of the flat (N_pad,) gradient; 2 (n - 1) / n * N_pad * itemsize bytes sent per rank.
+
+    Args:
+        norms: ``"batch"``: every rank weights its tokens with the whole batch's normalisers and
+            the sum IS the batch gradient. ``"rank"``: each rank normalises by its own tokens and
+            the sum is divided by n (a mean of per-rank means, DDP's averaging): the pitfall of
+            verl issue #5625, wrong for token-mean when ranks hold different token counts.
+    Returns:
+        n gradient dicts (one per rank, equal after the all-reduce).
+    Raises:
+        ValueError: ``norms`` not "batch" or "rank"; n does not divide the groups (``batch``).
+    """
+    check_choice("norms", norms, ("batch", "rank"))
+    n = group.size
+    parts = split_groups(batch, n)
+    layout = FlatLayout.of(params, n)
+    whole = loss_norms(batch.completion_mask, config)
+    flat = []
+    for part in parts:                                       # each rank, on its own slice
+        rank_norms = whole if norms == "batch" else loss_norms(part.completion_mask, config)
+        flat.append(layout.flatten(local_grads(params, part, config, rank_norms)[1]))
+    summed = group.all_reduce(flat)                          # (N_pad,) on every rank
+    scale = 1.0 if norms == "batch" else 1.0 / n
+    return [layout.unflatten(s * scale) for s in summed]
