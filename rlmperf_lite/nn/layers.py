@@ -89,14 +89,17 @@ def activation_backward(dy, cache, kind):
 
 # ---- multi-head causal self-attention (Vaswani et al. 2017, Eq. 1) -----------------------------
 def attention_forward(x, wqkv, wo, num_heads):
-    """x (n, T, D) -> out (n, T, D); wqkv (D, 3D), wo (D, D).
+    """x (n, T, D) -> out (n, T, D_out); wqkv (D, 3 H Dh), wo (H Dh, D_out).
 
-    Scores are computed for all T x T pairs and the upper triangle masked (dense causal attention:
-    the counted FLOPs include the masked half, see Chapter 1's calculator option ``attention``).
+    The head width is read from the weights, Dh = wqkv.shape[1] / (3 H): the whole layer has
+    H Dh = D, and a tensor-parallel rank runs the same function on its H/tp heads (book
+    Chapter 8). Scores are computed for all T x T pairs and the upper triangle masked (dense
+    causal attention: the counted FLOPs include the masked half, see Chapter 1's calculator
+    option ``attention``).
     """
     n, T, D = x.shape
-    H, Dh = num_heads, D // num_heads
-    qkv = mm(x.reshape(n * T, D), wqkv)                                  # (NT, 3D)
+    H, Dh = num_heads, wqkv.shape[1] // (3 * num_heads)
+    qkv = mm(x.reshape(n * T, D), wqkv)                                  # (NT, 3 H Dh)
     q, k, v = qkv.reshape(n, T, 3, H, Dh).transpose(2, 0, 3, 1, 4)      # 3 x (n, H, T, Dh)
     s = mm(q, k.transpose(0, 1, 3, 2))                                   # (n, H, T, T)
     s *= 1.0 / np.sqrt(Dh)
@@ -104,18 +107,18 @@ def attention_forward(x, wqkv, wo, num_heads):
     s -= s.max(axis=-1, keepdims=True)
     p = np.exp(s)
     p /= p.sum(axis=-1, keepdims=True)                                   # (n, H, T, T)
-    y = mm(p, v).transpose(0, 2, 1, 3).reshape(n * T, D)                 # (NT, D)
-    out = mm(y, wo).reshape(n, T, D)
+    y = mm(p, v).transpose(0, 2, 1, 3).reshape(n * T, H * Dh)            # (NT, H Dh)
+    out = mm(y, wo).reshape(n, T, wo.shape[1])                           # (n, T, D_out)
     return out, (x, wqkv, wo, q, k, v, p, y, H)
 
 
 def attention_backward(dout, cache):
-    """dout (n, T, D) -> (dx (n, T, D), dwqkv (D, 3D), dwo (D, D))."""
+    """dout (n, T, D_out) -> (dx (n, T, D), dwqkv (D, 3 H Dh), dwo (H Dh, D_out))."""
     x, wqkv, wo, q, k, v, p, y, H = cache
     n, T, D = x.shape
-    Dh = D // H
-    dout2 = dout.reshape(n * T, D)
-    dwo = mm(y.T, dout2)                                                 # (D, D)
+    Dh = q.shape[-1]
+    dout2 = dout.reshape(n * T, -1)
+    dwo = mm(y.T, dout2)                                                 # (H Dh, D_out)
     dy = mm(dout2, wo.T).reshape(n, T, H, Dh).transpose(0, 2, 1, 3)      # (n, H, T, Dh)
     dp = mm(dy, v.transpose(0, 1, 3, 2))                                 # (n, H, T, T)
     dv = mm(p.transpose(0, 1, 3, 2), dy)                                 # (n, H, T, Dh)
@@ -123,7 +126,7 @@ def attention_backward(dout, cache):
     ds *= 1.0 / np.sqrt(Dh)
     dq = mm(ds, k)                                                       # (n, H, T, Dh)
     dk = mm(ds.transpose(0, 1, 3, 2), q)                                 # (n, H, T, Dh)
-    dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(n * T, 3 * D)
+    dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(n * T, 3 * H * Dh)
     x2 = x.reshape(n * T, D)
     dwqkv = mm(x2.T, dqkv)                                               # (D, 3D)
     dx = mm(dqkv, wqkv.T).reshape(n, T, D)

@@ -10,15 +10,19 @@ import numpy as np
 __all__ = ["AdamW", "clip_grad_norm"]
 
 
-def clip_grad_norm(grads: dict, max_norm: float) -> float:
+def clip_grad_norm(grads: dict, max_norm: float, *, norm: float | None = None) -> float:
     """Scale ``grads`` in place so their global L2 norm is at most ``max_norm``.
 
-    Returns the norm before clipping. A non-finite norm raises ValueError (a NaN would otherwise
-    reach every weight).
+    ``norm``: the global norm when it was computed elsewhere — a rank holding only a shard of
+    the gradients gets it from an all-reduce of the squared norms (ZeRO, tensor parallelism:
+    book Chapters 7-8); by default it is computed from ``grads``. Returns the norm before
+    clipping. A non-finite norm raises ValueError (a NaN would otherwise reach every weight).
     """
     if not max_norm > 0:
         raise ValueError(f"max_norm must be > 0, got {max_norm!r}")
-    norm = float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads.values())))
+    if norm is None:
+        norm = float(np.sqrt(sum(float(np.vdot(g, g)) for g in grads.values())))
+    norm = float(norm)
     if not np.isfinite(norm):
         raise ValueError(f"gradient norm is {norm}: a NaN or inf reached the gradients; "
                          "check the rewards and the learning rate")

@@ -11,6 +11,10 @@ from .expert import (ep_moe_backward, ep_moe_forward, expert_load, init_moe_para
                      moe_forward, router_backward, router_forward, shard_experts)
 from .pipeline import SCHEDULES, pipeline_grads, stage_layers
 from .zero import ZeroState, resident_bytes, zero_init, zero_params, zero_step
+from .tensor import (check_tp, is_tp_sharded, resident_activation_bytes, sequence_shards,
+                     shard_params_tp, tp_block_backward, tp_block_forward, unshard_grads_tp)
+from .tp_model import tp_logps_backward, tp_logps_forward
+from .grpo_step import full_params, init_parallel_state, parallel_grpo_step
 from .schedules import (PipelineTimeline, gpipe_schedule, interleaved_schedule,
                         one_f_one_b_schedule, schedule_timeline)
 
@@ -24,4 +28,8 @@ __all__ = ["CommLog", "DeviceMesh", "ProcessGroup",
            "init_moe_params", "router_forward", "router_backward", "moe_forward", "moe_backward",
            "shard_experts", "ep_moe_forward", "ep_moe_backward", "expert_load",
            "gpipe_schedule", "one_f_one_b_schedule", "interleaved_schedule", "schedule_timeline",
-           "PipelineTimeline", "pipeline_grads", "stage_layers", "SCHEDULES"]
+           "PipelineTimeline", "pipeline_grads", "stage_layers", "SCHEDULES",
+           "check_tp", "is_tp_sharded", "shard_params_tp", "unshard_grads_tp", "sequence_shards",
+           "tp_block_forward", "tp_block_backward", "resident_activation_bytes",
+           "tp_logps_forward", "tp_logps_backward", "parallel_grpo_step", "init_parallel_state",
+           "full_params"]

@@ -32,8 +32,7 @@ from ..checks import check_choice
 from ..nn import AdamW, TinyLMConfig, clip_grad_norm, generate, logps_backward, logps_forward
 from ..rl.advantages import grpo_advantages, rloo_advantages
 from ..rl.common import blas_limits, check_fits_task, lr_factor
-from ..rl.grpo import GRPOConfig, loss_norms, policy_dlogps
-from ..rl.losses import aggregate_weights, kl_estimate, policy_loss
+from ..rl.grpo import GRPOConfig, loss_norms, policy_dlogps, policy_loss_value
 from ..rl.warmstart import warm_start
 from ..tasks import AdditionTask
 from .collectives import ProcessGroup
@@ -203,14 +202,9 @@ def loss_forward(params: dict, batch: GRPOBatch, config: GRPOConfig, norms: dict
     dlogps = np.zeros_like(logps_all)                                         # (rows, P+R-1)
     dlogps[:, P - 1:] = policy_dlogps(logps, batch.old_per_token_logps, batch.advantages,
                                       batch.completion_mask, c, norms, ref_per_token_logps=ref)
-    per_token_loss, _ = policy_loss(logps, batch.old_per_token_logps, batch.advantages,
-                                    batch.completion_mask, clip_eps_low=c.clip_eps,
-                                    clip_eps_high=c.clip_eps_high or c.clip_eps)
-    if ref is not None:
-        per_token_loss = per_token_loss + c.kl_coef * kl_estimate(logps, ref) * \
-            batch.completion_mask
-    weights = aggregate_weights(batch.completion_mask, c.loss_agg_mode, **norms)
-    return float((weights * per_token_loss).sum()), dlogps, cache
+    loss, _ = policy_loss_value(logps, batch.old_per_token_logps, batch.advantages,
+                                batch.completion_mask, c, norms, ref_per_token_logps=ref)
+    return loss, dlogps, cache
 
 
 def local_grads(params: dict, batch: GRPOBatch, config: GRPOConfig, norms: dict):

@@ -105,14 +105,11 @@ def _rank_grads(state: ZeroState, parts: list, config: GRPOConfig, norms: dict,
 
 def _clip_shards(shards: list, group: ProcessGroup, max_norm: float) -> float:
     """Global-norm clipping when rank r holds only gradient shard r: all-reduce the squared
-    norms, then scale each shard as :func:`rlmperf_lite.nn.clip_grad_norm` scales the whole."""
+    norms, then :func:`rlmperf_lite.nn.clip_grad_norm` scales each shard by the global norm."""
     sq = group.all_reduce([np.array([np.vdot(g, g)]) for g in shards])      # n x (1,)
     norm = float(np.sqrt(sq[0][0]))
-    if not np.isfinite(norm):
-        raise ValueError(f"gradient norm is {norm}: a NaN or inf reached the gradients")
-    if norm > max_norm:
-        for g in shards:
-            g *= max_norm / (norm + 1e-6)
+    for g in shards:
+        clip_grad_norm({"flat": g}, max_norm, norm=norm)
     return norm
 
 

@@ -25,7 +25,8 @@ from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, overlong_
                      policy_loss, policy_loss_grad)
 from .warmstart import warm_start
 
-__all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "loss_norms", "policy_dlogps"]
+__all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "loss_norms", "policy_dlogps",
+           "policy_loss_value"]
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,6 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
                 rewards, mask, kl_coef=c.kl_coef,
                 per_token_kl=kl_estimate(old_logps, ref_logps, "k1") if c.kl_coef else None)
         times["advantages_s"] = (t := time.perf_counter()) - t2
-        clip = {"clip_eps_low": c.clip_eps, "clip_eps_high": c.clip_eps_high or c.clip_eps}
         # gradient accumulation: each micro-batch is weighted with the whole batch's token and
         # sequence counts, so the summed gradient equals the full batch's (not a mean of means)
         n = len(tokens)
@@ -174,12 +174,8 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
             parts.append((logps, token_entropy(cache)[:, P - 1:]))
         logps = np.concatenate([p[0] for p in parts])                        # (B*G, R)
         entropy = np.concatenate([p[1] for p in parts])
-        per_token_loss, metrics = policy_loss(logps, old_logps, advantages, mask, **clip)
-        if kl_in_loss:
-            kl = kl_estimate(logps, ref_logps) * mask
-            per_token_loss = per_token_loss + c.kl_coef * kl
-            metrics["kl_ref"] = float(kl.sum() / max(mask.sum(), 1.0))
-        weights = aggregate_weights(mask, c.loss_agg_mode, max_len=c.max_new_tokens)
+        loss, metrics = policy_loss_value(logps, old_logps, advantages, mask, c, norms,
+                                          ref_per_token_logps=ref_logps if kl_in_loss else None)
         grad_norm = clip_grad_norm(grads, c.max_grad_norm)
         opt.lr = c.lr * lr_factor(step, c)
         opt.step(params, grads)
@@ -187,7 +183,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
         row = {"step": step, "reward_mean": float(rewards.mean()),
                "reward_std": float(rewards.std()),
                "response_length": float(mask.sum(axis=1).mean()),
-               "loss": float((weights * per_token_loss).sum()),
+               "loss": loss,
                "entropy": float((entropy * mask).sum() / mask.sum()),
                "grad_norm": grad_norm, **metrics, **times, "step_s": sum(times.values()),
                "response_width": int(mask.shape[1]), "resample_rounds": rounds,
@@ -207,7 +203,8 @@ def loss_norms(completion_mask, config: GRPOConfig) -> dict:
     that the summed gradients equal the whole batch's (verl issue #5625; book Chapters 3 and 7).
     completion_mask: (B*G, R).
     """
-    return {"max_len": config.max_new_tokens, "num_tokens": float(np.sum(completion_mask)),
+    return {"max_len": config.max_new_tokens,
+            "num_tokens": max(float(np.sum(completion_mask)), 1.0),
             "num_seqs": int(np.shape(completion_mask)[0])}
 
 
@@ -231,6 +228,30 @@ def policy_dlogps(per_token_logps, old_per_token_logps, advantages, completion_m
         dloss = dloss + c.kl_coef * kl_estimate_grad(per_token_logps,
                                                      ref_per_token_logps) * completion_mask
     return aggregate_weights(completion_mask, c.loss_agg_mode, **norms) * dloss
+
+
+def policy_loss_value(per_token_logps, old_per_token_logps, advantages, completion_mask,
+                      config: GRPOConfig, norms: dict, *, ref_per_token_logps=None):
+    """The loss that :func:`policy_dlogps` differentiates, as a number, and the metrics the
+    field logs: ``sum(w * per_token_loss)`` with the aggregation weights ``w`` of the whole
+    batch's ``norms`` (so the terms of micro-batches or data-parallel ranks add up to the batch
+    loss), per_token_loss the clipped surrogate plus ``kl_coef`` x k3 when
+    ``ref_per_token_logps`` is given.
+
+    Arrays (rows, R); advantages (rows,) or (rows, R). Returns (loss, metrics): ``approx_kl``,
+    ``clipfrac``... of :func:`rlmperf_lite.rl.losses.policy_loss`, plus ``kl_ref`` with a
+    reference.
+    """
+    c, mask = config, completion_mask
+    per_token_loss, metrics = policy_loss(per_token_logps, old_per_token_logps, advantages,
+                                          mask, clip_eps_low=c.clip_eps,
+                                          clip_eps_high=c.clip_eps_high or c.clip_eps)
+    if ref_per_token_logps is not None:
+        kl = kl_estimate(per_token_logps, ref_per_token_logps) * mask
+        per_token_loss = per_token_loss + c.kl_coef * kl
+        metrics["kl_ref"] = float(kl.sum() / max(mask.sum(), 1.0))
+    weights = aggregate_weights(mask, c.loss_agg_mode, **norms)
+    return float((weights * per_token_loss).sum()), metrics
 
 
 def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
