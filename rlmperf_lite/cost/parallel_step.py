@@ -32,10 +32,14 @@ p = pp, v interleave, activations and gradients bf16 = 2 bytes):
   fit in a node — tp; tp x cp; tp x ep; tp x cp x dp; the whole tp x cp x dp x pp for the
   pipeline — and at the per-GPU network bandwidth otherwise. Link bandwidths are used as bus
   bandwidths (:mod:`rlmperf_lite.cost.collective`).
-- Overlap: DP traffic overlaps the backward pass (PyTorch DDP's bucketing, Megatron's
-  --overlap-grad-reduce, ZeRO's overlap_comm); a share ``overlap`` of it is hidden, at most the
-  last microbatch's backward for once-per-step collectives and every microbatch's backward for
-  per-microbatch ones. TP, CP, EP and PP traffic is exposed (on the critical path).
+- Overlap: a share ``overlap`` of the DP traffic is hidden behind compute, at most: for the
+  gradients' once-per-step all-reduce (stage 0) or reduce-scatter (stage 1), the last
+  microbatch's backward (PyTorch DDP's bucketing, Megatron's --overlap-grad-reduce, ZeRO's
+  overlap_comm); for the all-gather of the updated weights (stages 1-2), which can only start
+  after the optimizer step, the next step's first microbatch forward (Megatron's
+  --overlap-param-gather); for stage 2's per-microbatch reduce-scatters, every microbatch's
+  backward; for stage 3's gathers and reduce-scatters, the whole forward and backward. TP, CP,
+  EP and PP traffic is exposed (on the critical path).
 - Pipeline: the bubble (p - 1) / (v m) (:func:`rlmperf_lite.cost.pipeline_bubble_fraction`)
   of the per-microbatch work, compute plus TP, CP and EP traffic.
 
@@ -153,20 +157,23 @@ def _step_time_arrays(m: ModelConfig, hw: HardwareSpec, cols: dict, workload: Tr
     # data parallel (ZeRO stages), non-expert and expert parameters in their own groups
     first, last, expert = _stage_params(m, pp)
     bw_dp = bw(tp * cp * dp)
-    step_s = micro_s = vol_dp = 0.0
+    grad_step = param_step = micro_s = vol_dp = 0.0
     for params, group in ((np.maximum(first, last) / tp, dp * cp),
                           (expert / (tp * ep), dp * cp / ep)):
         g, w = grad_bytes * params, weight_bytes * params
         ar, rs, ag = (_time_s(op, x, group, bw_dp) for op, x in
                       (("all_reduce", g), ("reduce_scatter", g), ("all_gather", w)))
-        step_s = step_s + np.select([z == 0, z == 1, z == 2], [ar, rs + ag, ag], 0.0)
+        grad_step = grad_step + np.select([z == 0, z == 1], [ar, rs], 0.0)
+        param_step = param_step + np.where((z == 1) | (z == 2), ag, 0.0)
         micro_s = micro_s + mb * np.select([z == 2, z == 3], [rs, rs + 2 * ag], 0.0)
         f = _factor("reduce_scatter", group)                      # = all-gather's = AR's / 2
         vol_dp = vol_dp + f * np.select([z == 0, z == 1, z == 2, z == 3],
                                         [2 * g, g + w, mb * g + w, mb * (g + 2 * w)])
-    sec["dp"], vol["dp"] = step_s + micro_s, vol_dp
-    exposed = (step_s - np.minimum(overlap * step_s, backward / mb)
-               + micro_s - np.minimum(overlap * micro_s, backward))
+    sec["dp"], vol["dp"] = grad_step + param_step + micro_s, vol_dp
+    forward = compute - backward
+    exposed = (grad_step - np.minimum(overlap * grad_step, backward / mb)
+               + param_step - np.minimum(overlap * param_step, forward / mb)
+               + micro_s - np.minimum(overlap * micro_s, np.where(z == 3, compute, backward)))
     # pipeline bubble over the per-microbatch work
     bubble = (pp - 1) / (v * mb) * (compute + sec["tp"] + sec["cp"] + sec["ep"])
     total = compute + sec["tp"] + sec["cp"] + sec["ep"] + bubble + sec["pp"] + exposed

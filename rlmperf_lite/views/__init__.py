@@ -4,6 +4,8 @@ from .charts import (learning_curve_chart, lines_chart, metrics_chart, phase_tim
 from .cost_views import (brent_chart, estimate_table_html, estimate_widget, memory_chart,
                          phase_share_chart, rl_workdepth_widget, roofline_chart,
                          step_time_chart)
+from .dp_views import (dp_grid, dp_grid_chart, dp_plan_results, dp_scaling_chart, dp_summary_html,
+                       dp_widget, ring_table_html, state_bytes_chart, zero_comm_chart)
 from .grid_charts import grid_chart, grpo_workdepth_grid, rl_workdepth_grid, variant_cost_grid
 from .static_calculators import (estimate_calculator_chart, estimate_grid, static_chart,
                                  static_chart_html)
@@ -15,4 +17,6 @@ __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdep
            "memory_chart", "estimate_table_html", "estimate_widget", "brent_chart",
            "rl_workdepth_widget", "step_time_chart", "estimate_grid",
            "estimate_calculator_chart", "static_chart", "static_chart_html", "grid_chart",
-           "grpo_workdepth_grid", "rl_workdepth_grid", "variant_cost_grid"]
+           "grpo_workdepth_grid", "rl_workdepth_grid", "variant_cost_grid",
+           "dp_grid", "dp_grid_chart", "dp_plan_results", "dp_scaling_chart", "dp_summary_html",
+           "dp_widget", "ring_table_html", "state_bytes_chart", "zero_comm_chart"]
