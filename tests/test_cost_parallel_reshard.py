@@ -70,3 +70,18 @@ def test_moe_experts_split_over_ep():
     plan = ParallelPlan(dp=8, ep=8, microbatches=1)
     assert reshard_bytes_per_gpu(moe, plan, 4) == pytest.approx(experts / 4 - experts / 8)
     assert reshard_bytes_per_gpu(moe, plan, 8) == 0
+
+
+def test_merging_pipeline_stages_crosses_nodes():
+    """Megatron-Core places pipeline stages tp cp dp ranks apart (tp-cp-ep-dp-pp): with tp 4,
+    dp 8, pp 2 the two stages of a layer are 32 ranks apart, so gathering them for a tp-4
+    rollout engine runs over the network, while tp 2 -> tp 4 stays in a node."""
+    from rlmperf_lite.cost import ParallelPlan, hardware_preset, model_preset, reshard_time_s
+    from rlmperf_lite.cost import reshard_bytes_per_gpu
+    m, h100 = model_preset("qwen2.5-7b"), hardware_preset("h100")
+    pp2 = ParallelPlan(tp=4, pp=2, dp=8, microbatches=2)
+    assert reshard_time_s(m, h100, pp2, 4) == pytest.approx(
+        reshard_bytes_per_gpu(m, pp2, 4) / h100.inter_node_bandwidth_bytes_per_s)
+    tp2 = ParallelPlan(tp=2, dp=8)
+    assert reshard_time_s(m, h100, tp2, 4) == pytest.approx(
+        reshard_bytes_per_gpu(m, tp2, 4) / h100.intra_node_bandwidth_bytes_per_s)

@@ -23,8 +23,10 @@ Model of the bytes each GPU receives (:func:`reshard_bytes_per_gpu`):
 
 Time (:func:`reshard_time_s`): received bytes / link bandwidth — the ring all-gather's per-rank
 volume over the bus bandwidth (:mod:`rlmperf_lite.cost.collective`) — over NVLink when the
-all-gather group (inference shard / useful overlap GPUs, consecutive ranks) fits in a node,
-else the network; disaggregated transfers use the network. Latencies and the trainers' send
+ranks the all-gather spans fit in a node, else the network. Ranks are placed in Megatron-Core's
+order tp-cp-ep-dp-pp, so merging pipeline stages spans tp cp dp pp / pp_i ranks, gathering
+ZeRO-3 shards tp cp dp ranks, and merging tensor shards only max(tp, tp_i) consecutive ranks;
+disaggregated transfers use the network. Latencies and the trainers' send
 bandwidth are not modelled.
 """
 from __future__ import annotations
@@ -70,7 +72,8 @@ def _reshard(model, plan, infer_tp, infer_pp, mode, weight_bytes) -> dict:
     dense = weight_bytes * float(model.num_params()) - experts
     needed = (dense + experts) / (infer_tp * infer_pp)
     if mode == "disaggregated":
-        return {"needed": needed, "useful": 0.0, "received": needed, "group": float("inf")}
+        return {"needed": needed, "useful": 0.0, "received": needed, "group": float("inf"),
+                "span": float("inf")}
     if plan.gpus % (infer_tp * infer_pp):
         raise ValueError(f"colocated: infer_tp*infer_pp={infer_tp * infer_pp} must divide the "
                          f"training GPUs dp*tp*pp*cp={plan.gpus}")
@@ -85,8 +88,16 @@ def _reshard(model, plan, infer_tp, infer_pp, mode, weight_bytes) -> dict:
         useful_e = experts / (max(plan.tp * plan.ep, infer_tp) * pp
                               * (plan.dp * plan.cp // plan.ep if zero3 else 1))
     useful = useful_d + useful_e
+    # ranks the all-gather spans, in Megatron-Core's order tp-cp-ep-dp-pp (tp innermost):
+    # pipeline stages lie tp cp dp ranks apart, ZeRO-3 shards tp apart over dp cp
+    if plan.pp > infer_pp:
+        span = plan.tp * plan.cp * plan.dp * plan.pp // infer_pp
+    elif zero3:
+        span = max(plan.tp * plan.cp * plan.dp, infer_tp)
+    else:
+        span = max(plan.tp, infer_tp)
     return {"needed": needed, "useful": useful, "received": max(needed - useful, 0.0),
-            "group": needed / useful}
+            "group": needed / useful, "span": span}
 
 
 def reshard_bytes_per_gpu(model: ModelConfig, train_plan: ParallelPlan, infer_tp: int,
@@ -119,7 +130,7 @@ def reshard_time_s(model: ModelConfig, hardware: HardwareSpec, train_plan: Paral
     r = _reshard(model, train_plan, infer_tp, infer_pp, mode, weight_bytes)
     if r["received"] == 0:
         return 0.0
-    intra = mode == "colocated" and r["group"] <= hardware.gpus_per_node
+    intra = mode == "colocated" and r["span"] <= hardware.gpus_per_node
     bw = (hardware.intra_node_bandwidth_bytes_per_s if intra
           else hardware.inter_node_bandwidth_bytes_per_s)
     if bw is None:

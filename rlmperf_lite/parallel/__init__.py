@@ -15,7 +15,7 @@ from .tensor import (check_tp, is_tp_sharded, resident_activation_bytes, sequenc
                      shard_params_tp, tp_block_backward, tp_block_forward, unshard_grads_tp)
 from .tp_model import tp_logps_backward, tp_logps_forward
 from .grpo_step import full_params, init_parallel_state, parallel_grpo_step
-from .schedules import (PipelineTimeline, gpipe_schedule, interleaved_schedule,
+from .schedules import (PipelineTimeline, gpipe_schedule, interleaved_schedule, make_schedule,
                         one_f_one_b_schedule, schedule_timeline)
 
 __all__ = ["CommLog", "DeviceMesh", "ProcessGroup",
@@ -27,7 +27,8 @@ __all__ = ["CommLog", "DeviceMesh", "ProcessGroup",
            "cp_attention_backward",
            "init_moe_params", "router_forward", "router_backward", "moe_forward", "moe_backward",
            "shard_experts", "ep_moe_forward", "ep_moe_backward", "expert_load",
-           "gpipe_schedule", "one_f_one_b_schedule", "interleaved_schedule", "schedule_timeline",
+           "gpipe_schedule", "one_f_one_b_schedule", "interleaved_schedule", "make_schedule",
+           "schedule_timeline",
            "PipelineTimeline", "pipeline_grads", "stage_layers", "SCHEDULES",
            "check_tp", "is_tp_sharded", "shard_params_tp", "unshard_grads_tp", "sequence_shards",
            "tp_block_forward", "tp_block_backward", "resident_activation_bytes",

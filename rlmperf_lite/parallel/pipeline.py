@@ -27,16 +27,10 @@ from ..nn.layers import (
 from ..nn.model import (block_backward, block_forward, check_tokens, lm_head_backward,
                         lm_head_forward)
 from .collectives import ProcessGroup
-from .schedules import (
-    gpipe_schedule,
-    interleaved_schedule,
-    one_f_one_b_schedule,
-    schedule_timeline,
-)
+from .schedules import SCHEDULES, make_schedule, schedule_timeline
 
 __all__ = ["pipeline_grads", "stage_layers", "SCHEDULES"]
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
 
 
 def stage_layers(num_layers: int, pp: int, interleave: int = 1) -> list:
@@ -93,7 +87,7 @@ def pipeline_grads(params: dict, cfg: TinyLMConfig, tokens, dlogps_fn, *, pp: in
     stages only through ``group.send``, which counts their bytes.
 
     Args:
-        params: the model's weights (as :func:`rlmperf_lite.nn.model.init_params`); stage s
+        params: the model's weights (as :func:`rlmperf_lite.nn.init_params`); stage s
             reads only the weights it holds.
         cfg: the model config; ``cfg.num_layers`` must be a multiple of pp v.
         tokens: (n, T) int token ids.
@@ -106,7 +100,7 @@ def pipeline_grads(params: dict, cfg: TinyLMConfig, tokens, dlogps_fn, *, pp: in
         interleave: v, model chunks per stage (``"interleaved"`` only; 1 otherwise).
         group: a :class:`ProcessGroup` of pp ranks to send through and count in (default: a new
             one; pass one to read ``group.log``).
-        temperature: > 0, as in :func:`rlmperf_lite.nn.model.logps_forward`.
+        temperature: > 0, as in :func:`rlmperf_lite.nn.logps_forward`.
     Returns:
         ``(per_token_logps, grads, timeline)``: per_token_logps (n, T - 1) computed by the last
         stage; grads, every weight's gradient summed over microbatches, merged from the stages
@@ -134,11 +128,7 @@ def pipeline_grads(params: dict, cfg: TinyLMConfig, tokens, dlogps_fn, *, pp: in
         group = ProcessGroup(pp, name="pp")
     elif group.size != pp:
         raise ValueError(f"group has {group.size} ranks, pp={pp} needs {pp}")
-    if schedule == "interleaved":
-        ops = interleaved_schedule(pp, microbatches, interleave)
-    else:
-        ops = (gpipe_schedule if schedule == "gpipe" else one_f_one_b_schedule)(pp, microbatches)
-    timeline = schedule_timeline(ops)
+    timeline = schedule_timeline(make_schedule(schedule, pp, microbatches, interleave))
 
     # what each rank holds: its blocks' weights, plus the embeddings (first) and head (last)
     last = pp * interleave - 1                                 # the last virtual stage

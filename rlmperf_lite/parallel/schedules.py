@@ -23,7 +23,8 @@ import numpy as np
 
 from ..checks import check_int, check_number
 
-__all__ = ["gpipe_schedule", "one_f_one_b_schedule", "interleaved_schedule", "schedule_timeline",
+__all__ = ["gpipe_schedule", "one_f_one_b_schedule", "interleaved_schedule", "make_schedule",
+           "SCHEDULES", "schedule_timeline",
            "PipelineTimeline"]
 
 
@@ -115,7 +116,7 @@ class PipelineTimeline:
     Attributes:
         records: one dict per op, ``stage``, ``op`` ("F" or "B"), ``microbatch``, ``chunk``
             (0 unless interleaved), ``start``, ``end``; sorted by (start, stage), the order in
-            which :func:`rlmperf_lite.parallel.pipeline.pipeline_grads` executes them (a Gantt
+            which :func:`rlmperf_lite.parallel.pipeline_grads` executes them (a Gantt
             chart's data).
         makespan: end of the last op.
         busy: (p,) time each stage computes.
@@ -136,6 +137,23 @@ class PipelineTimeline:
         stage (Narayanan et al. 2021, §2.2.1: (p - 1) / m for GPipe and 1F1B)."""
         ideal = float(self.busy.max())
         return (self.makespan - ideal) / ideal
+
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+
+
+def make_schedule(schedule: str, pp: int, microbatches: int, interleave: int = 1) -> list:
+    """The schedule of that name: :func:`gpipe_schedule`, :func:`one_f_one_b_schedule` or
+    :func:`interleaved_schedule` (the only one that takes ``interleave``).
+
+    Raises:
+        ValueError: an unknown ``schedule``, or the schedule function's own ValueError.
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if schedule == "interleaved":
+        return interleaved_schedule(pp, microbatches, interleave)
+    return (gpipe_schedule if schedule == "gpipe" else one_f_one_b_schedule)(pp, microbatches)
 
 
 def schedule_timeline(schedule: list, forward_time: float = 1.0,

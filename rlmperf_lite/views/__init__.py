@@ -7,6 +7,10 @@ from .cost_views import (brent_chart, estimate_table_html, estimate_widget, memo
 from .dp_views import (dp_grid, dp_grid_chart, dp_plan_results, dp_scaling_chart, dp_summary_html,
                        dp_widget, ring_table_html, state_bytes_chart, zero_comm_chart)
 from .grid_charts import grid_chart, grpo_workdepth_grid, rl_workdepth_grid, variant_cost_grid
+from .pp_views import (bytes_per_rank_chart, expert_load_chart, gantt_grid_chart,
+                       pipeline_bubble_chart, pipeline_bubble_grid, pipeline_gantt_chart,
+                       pipeline_gantt_grid, pipeline_widget, plan_table_html, planner_widget,
+                       rejection_summary, rejection_table_html)
 from .static_calculators import (estimate_calculator_chart, estimate_grid, static_chart,
                                  static_chart_html)
 from .widgets import variant_cost_html, variant_cost_widget, workdepth_widget
@@ -19,4 +23,8 @@ __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdep
            "estimate_calculator_chart", "static_chart", "static_chart_html", "grid_chart",
            "grpo_workdepth_grid", "rl_workdepth_grid", "variant_cost_grid",
            "dp_grid", "dp_grid_chart", "dp_plan_results", "dp_scaling_chart", "dp_summary_html",
-           "dp_widget", "ring_table_html", "state_bytes_chart", "zero_comm_chart"]
+           "dp_widget", "ring_table_html", "state_bytes_chart", "zero_comm_chart",
+           "bytes_per_rank_chart", "expert_load_chart", "gantt_grid_chart",
+           "pipeline_bubble_chart", "pipeline_bubble_grid", "pipeline_gantt_chart",
+           "pipeline_gantt_grid", "pipeline_widget", "plan_table_html", "planner_widget",
+           "rejection_summary", "rejection_table_html"]
