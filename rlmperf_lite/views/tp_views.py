@@ -1,0 +1,316 @@
+"""Views of Chapter 8 (tensor, sequence and context parallelism): bytes per rank by mesh axis,
+the activation formulas per layer, the causal work of ring attention per rank, step time against
+tp, the live calculator (ipywidgets) and its no-kernel twin (a grid the library evaluates when
+the book is built). They take results of :mod:`rlmperf_lite.parallel` and
+:mod:`rlmperf_lite.cost` and hold no formulas of their own.
+"""
+from __future__ import annotations
+
+import html
+import itertools
+
+import altair as alt
+
+from ..cost import (HardwareSpec, ModelConfig, ParallelPlan, TrainWorkload, hardware_preset,
+                    hardware_presets, memory_per_gpu, model_presets, train_step_time)
+from .static_calculators import _csv, bound_controls
+from .widgets import error_html
+
+__all__ = ["TP_WORKLOAD", "TIME_PARTS", "shard_shapes_html", "bytes_by_axis_chart",
+           "activation_chart", "ring_work_chart", "tp_scaling_chart", "tp_plan_results",
+           "tp_summary_html", "tp_widget", "tp_grid", "tp_grid_chart"]
+
+TP_WORKLOAD = {"gpus": 64, "global_batch": 512, "micro_batch_size": 1, "zero_stage": 1,
+               "recompute": "selective"}
+"""The calculators' default setting: Chapter 4's batch of 32 prompts x 16 samples (512
+sequences) on 64 GPUs, one sequence per micro-batch, ZeRO-1 over the data-parallel ranks and
+selective recomputation (the attention scores are not kept, as FlashAttention-style kernels
+do)."""
+
+TIME_PARTS = (("compute", "compute_s"), ("TP communication", "tp"),
+              ("CP communication", "cp"), ("DP exposed", "dp_exposed_s"))
+"""The parts of a step's time the chapter's charts show: (label, TrainStepTime field, or a key of
+its ``comm_s``). With pp = 1 and a dense model they add up to ``total_s``."""
+
+
+def _seconds(step, key: str) -> float:
+    """One part of a :class:`~rlmperf_lite.cost.TrainStepTime` by its TIME_PARTS key."""
+    return float(getattr(step, key)) if key.endswith("_s") else float(step.comm_s[key])
+
+
+# ---- the toy demonstrations -----------------------------------------------------------------
+def shard_shapes_html(shards_per_rank: list, block: int = 0) -> str:
+    """A table of the shapes of block ``block``'s weights on each tp rank (from
+    :func:`rlmperf_lite.parallel.shard_params_tp`), sharded and replicated alike."""
+    names = [k for k in shards_per_rank[0] if k.startswith(f"h{block}.")]
+    head = "<tr><th>weight</th>" + "".join(
+        f"<th>rank {r}</th>" for r in range(len(shards_per_rank))) + "</tr>"
+    rows = "".join(
+        f"<tr><td><code>{html.escape(k)}</code></td>" + "".join(
+            f"<td>{' x '.join(str(d) for d in s[k].shape)}</td>" for s in shards_per_rank)
+        + "</tr>" for k in names)
+    return f"<table>{head}{rows}</table>"
+
+
+def bytes_by_axis_chart(bytes_by_axis: dict, *, title: str = "Bytes each rank sent in one step"):
+    """``bytes_by_axis``: {axis: (world,) bytes per global rank} (``parallel_grpo_step``'s
+    ``bytes_by_axis``). One bar per rank, stacked by mesh axis."""
+    rows = [{"rank": f"rank {r}", "axis": axis, "bytes": float(b)}
+            for axis, per_rank in bytes_by_axis.items() for r, b in enumerate(per_rank)]
+    return alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        y=alt.Y("rank:N", title=None),
+        x=alt.X("sum(bytes):Q", title="bytes sent", axis=alt.Axis(format="~s")),
+        color=alt.Color("axis:N", title="axis", sort=list(bytes_by_axis)),
+        tooltip=["rank:N", "axis:N", alt.Tooltip("bytes:Q", format=",.0f")],
+    ).properties(width=420, height=30 * len(rows) // max(1, len(bytes_by_axis)) + 20,
+                 title=title)
+
+
+def activation_chart(per_layer: dict, *, title: str = "Activation bytes per layer per GPU"):
+    """``per_layer``: {setting label: bytes} (e.g. ``activation_bytes_per_layer`` results). One
+    bar per setting, in the given order, on a log axis."""
+    rows = [{"setting": k, "bytes": float(v)} for k, v in per_layer.items()]
+    return alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        y=alt.Y("setting:N", sort=list(per_layer), title=None),
+        x=alt.X("bytes:Q", scale=alt.Scale(type="log"), title="bytes per layer (log)",
+                axis=alt.Axis(format="~s")),
+        tooltip=["setting:N", alt.Tooltip("bytes:Q", format=".4~s")],
+    ).properties(width=420, height=28 * len(rows) + 20, title=title)
+
+
+def ring_work_chart(work: dict, *, title: str = "Causal attention blocks each rank computes"):
+    """``work``: {layout: (cp,) blocks per rank} (``ring_attention_work`` or a forward pass's
+    ``cache["work"]``). Grouped bars per rank; the slowest rank sets the pace."""
+    rows = [{"rank": r, "layout": layout, "blocks": float(b)}
+            for layout, per_rank in work.items() for r, b in enumerate(per_rank)]
+    return alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        x=alt.X("rank:O", title="cp rank", axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("layout:N", sort=list(work)),
+        y=alt.Y("blocks:Q", title="(T/cp)² score blocks"),
+        color=alt.Color("layout:N", sort=list(work), title=None),
+        tooltip=["layout:N", "rank:O", alt.Tooltip("blocks:Q", format=".2f")],
+    ).properties(width=360, height=200, title=title)
+
+
+def tp_scaling_chart(steps: dict, *, title: str = "One training step against tp"):
+    """``steps``: {label (e.g. tp): TrainStepTime}. One bar per label, stacked by
+    :data:`TIME_PARTS`; the bar's length is the step's ``total_s`` (pp = 1, dense model)."""
+    order = [label for label, _ in TIME_PARTS]
+    rows = [{"setting": str(k), "part": label, "seconds": _seconds(st, key)}
+            for k, st in steps.items() for label, key in TIME_PARTS]
+    return alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        y=alt.Y("setting:N", sort=[str(k) for k in steps], title=None),
+        x=alt.X("sum(seconds):Q", title="seconds per step"),
+        color=alt.Color("part:N", sort=order, title=None),
+        order=alt.Order("part_order:Q"),
+        tooltip=["setting:N", "part:N", alt.Tooltip("seconds:Q", format=".3f")],
+    ).transform_calculate(part_order=f"indexof({order!r}, datum.part)").properties(
+        width=420, height=30 * len(steps) + 20, title=title)
+
+
+# ---- the calculators -------------------------------------------------------------------------
+def tp_plan_results(model: str | ModelConfig, hardware: str | HardwareSpec, tp: int,
+                    sp: bool, cp: int, seq_len: int, *, gpus: int = TP_WORKLOAD["gpus"],
+                    global_batch: int = TP_WORKLOAD["global_batch"],
+                    micro_batch_size: int = TP_WORKLOAD["micro_batch_size"],
+                    zero_stage: int = TP_WORKLOAD["zero_stage"],
+                    recompute: str = TP_WORKLOAD["recompute"]):
+    """The library's memory and step time for a plan of ``gpus`` GPUs split into tp x cp
+    model-parallel groups and dp = gpus // (tp x cp) data-parallel ranks (``hardware`` a preset
+    name or a HardwareSpec):
+    (``memory_per_gpu`` result, ``train_step_time`` result, HardwareSpec). Every rule of
+    :meth:`ParallelPlan.check` is applied, with the GPU count and the node size.
+
+    Raises:
+        ValueError: the library's, e.g. tp not dividing the KV heads, tp above the node size,
+            sp without tp, a GPU count or batch that does not split.
+    """
+    m = model if isinstance(model, ModelConfig) else ModelConfig.preset(model)
+    hw = hardware if isinstance(hardware, HardwareSpec) else hardware_preset(hardware)
+    wl = TrainWorkload(global_batch=global_batch, seq_len=seq_len,
+                       micro_batch_size=micro_batch_size)
+    dp = max(1, gpus // (tp * cp))
+    plan = ParallelPlan(dp=dp, tp=tp, cp=cp, sp=sp, zero_stage=zero_stage, recompute=recompute,
+                        microbatches=max(1, global_batch // (dp * micro_batch_size)))
+    plan.validate(m, hw, gpus, wl)
+    return memory_per_gpu(m, plan, wl), train_step_time(m, hw, plan, wl), hw
+
+
+def tp_summary_html(mem, step, hw) -> str:
+    """A small HTML table of one plan's step time parts and memory per GPU (against HBM)."""
+    fits = mem.total_bytes <= hw.hbm_bytes
+    verdict = "fits" if fits else "<b style='color:firebrick'>does not fit</b>"
+    times = "".join(f"<tr><td>{label}</td><td>{_seconds(step, key):.3f} s</td></tr>"
+                    for label, key in TIME_PARTS)
+    states = mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes
+    return (f"<table><tr><th>per GPU</th><th></th></tr>{times}"
+            f"<tr><th>step</th><th>{step.total_s:.3f} s</th></tr>"
+            f"<tr><td>model states</td><td>{states / 1e9:,.2f} GB</td></tr>"
+            f"<tr><td>activations</td><td>{mem.activation_bytes / 1e9:,.2f} GB</td></tr>"
+            f"<tr><th>memory</th><th>{mem.total_bytes / 1e9:,.2f} GB</th></tr>"
+            f"<tr><td>HBM of {html.escape(hw.name)}</td><td>{hw.hbm_bytes / 1e9:,.0f} GB: "
+            f"{verdict}</td></tr></table>")
+
+
+def _memory_chart(mem, hw, title: str):
+    order = ["model states", "activations"]
+    rows = [{"part": "model states",
+             "GB": (mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes) / 1e9},
+            {"part": "activations", "GB": mem.activation_bytes / 1e9}]
+    bars = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        x=alt.X("sum(GB):Q", title="GB per GPU (dashed: HBM)"),
+        color=alt.Color("part:N", sort=order, title=None, scale=alt.Scale(scheme="dark2")),
+        order=alt.Order("part_order:Q"),
+        tooltip=["part:N", alt.Tooltip("GB:Q", format=".2f")],
+    ).transform_calculate(part_order=f"indexof({order!r}, datum.part)")
+    hbm = alt.Chart(alt.Data(values=[{"GB": hw.hbm_bytes / 1e9}])).mark_rule(
+        color="firebrick", strokeDash=[4, 3], size=2).encode(x="GB:Q")
+    return (bars + hbm).properties(width=420, height=40, title=title)
+
+
+TP_OPTIONS = (1, 2, 4, 8, 16)
+CP_OPTIONS = (1, 2, 4, 8, 16)
+SEQ_OPTIONS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
+GPU_OPTIONS = (8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def tp_widget(**defaults):
+    """Model, accelerator, tp, sequence parallelism, cp, sequence length and GPUs driving
+    :func:`tp_plan_results`: the step's compute against its TP and CP communication (and the
+    exposed DP traffic), and the memory per GPU against the HBM. Bad settings show the
+    library's ValueError message."""
+    import ipywidgets as w
+    from IPython.display import display
+
+    c = {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tp": 8, "sp": True, "cp": 1,
+         "seq_len": 4096, "gpus": TP_WORKLOAD["gpus"], **defaults}
+    controls = {
+        "model": w.Dropdown(options=model_presets(), value=c["model"], description="model"),
+        "hardware": w.Dropdown(options=hardware_presets(), value=c["hardware"],
+                               description="GPU"),
+        "tp": w.SelectionSlider(options=TP_OPTIONS, value=c["tp"], description="tp"),
+        "sp": w.Checkbox(value=c["sp"], description="sequence parallel"),
+        "cp": w.SelectionSlider(options=CP_OPTIONS, value=c["cp"], description="cp"),
+        "seq_len": w.SelectionSlider(options=SEQ_OPTIONS, value=c["seq_len"],
+                                     description="seq_len"),
+        "gpus": w.SelectionSlider(options=GPU_OPTIONS, value=c["gpus"], description="GPUs"),
+    }
+    message, out = w.HTML(), w.Output()
+
+    def update(_=None):
+        kw = {k: v.value for k, v in controls.items()}
+        try:
+            mem, step, hw = tp_plan_results(kw.pop("model"), kw.pop("hardware"), kw.pop("tp"),
+                                            kw.pop("sp"), kw.pop("cp"), kw.pop("seq_len"),
+                                            gpus=kw.pop("gpus"))
+        except ValueError as err:
+            message.value = error_html(err)
+            with out:
+                out.clear_output()
+            return
+        message.value = tp_summary_html(mem, step, hw)
+        with out:
+            out.clear_output(wait=True)
+            display(alt.vconcat(tp_scaling_chart({"this plan": step}, title="One training step"),
+                                _memory_chart(mem, hw, "Memory per GPU")
+                                ).resolve_scale(color="independent"))
+
+    for v in controls.values():
+        v.observe(update, names="value")
+    update()
+    return w.VBox([w.HBox([w.VBox(list(controls.values())), message]), out])
+
+
+TP_GRID = {"model": ("qwen2.5-7b", "llama-3.1-8b", "qwen2.5-32b", "llama-3.1-70b"),
+           "tp": (1, 2, 4, 8), "sp": ("off", "on"), "cp": (1, 2, 4, 8),
+           "seq_len": (4096, 8192, 16384, 32768)}
+
+
+def tp_grid(grid: dict | None = None, *, hardware: str | HardwareSpec = "h100-sxm",
+            **workload) -> list[dict]:
+    """The calculator of :func:`tp_widget` over a grid (default :data:`TP_GRID`: model, tp,
+    sp "off"/"on", cp, seq_len; ``workload`` keywords of :func:`tp_plan_results`). For each
+    setting, rows of ``kind`` "time" (``part`` a :data:`TIME_PARTS` label, ``value`` seconds),
+    "total" (the step's seconds), "memory" (``part`` model states or activations, ``value``
+    bytes per GPU) and "hbm". A setting the library rejects gives an "error" row whose
+    ``part`` is the library's message (commas turned into semicolons for the CSV), and the
+    other rows with value 0 (the chart then shows empty bars and the message)."""
+    grid = grid or TP_GRID
+    hbm_bytes = (hardware if isinstance(hardware, HardwareSpec)
+                 else hardware_preset(hardware)).hbm_bytes
+    keys = list(grid)
+    rows = []
+    for values in itertools.product(*(grid[k] for k in keys)):
+        point = dict(zip(keys, values))
+        try:
+            mem, step, hw = tp_plan_results(point["model"], hardware, point["tp"],
+                                            point["sp"] == "on", point["cp"], point["seq_len"],
+                                            **workload)
+        except ValueError as err:
+            msg = str(err).split(": ", 1)[-1] if str(err).startswith("invalid") else str(err)
+            rows.append({**point, "kind": "error", "part": msg.replace(",", ";"), "value": 0.0})
+            # empty bars keep the chart's layout (a layer with no rows has no size in Vega)
+            rows += [{**point, "kind": kind, "part": part, "value": 0.0} for kind, part in
+                     [("time", label) for label, _ in TIME_PARTS] + [("total", "step")] +
+                     [("memory", "model states"), ("memory", "activations")]]
+            rows.append({**point, "kind": "hbm", "part": "HBM", "value": hbm_bytes})
+            continue
+        rows += [{**point, "kind": "time", "part": label, "value": _seconds(step, key)}
+                 for label, key in TIME_PARTS]
+        rows.append({**point, "kind": "total", "part": "step", "value": step.total_s})
+        rows += [{**point, "kind": "memory", "part": "model states",
+                  "value": mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes},
+                 {**point, "kind": "memory", "part": "activations",
+                  "value": mem.activation_bytes},
+                 {**point, "kind": "hbm", "part": "HBM", "value": hw.hbm_bytes}]
+    return rows
+
+
+def tp_grid_chart(rows: list[dict], *, start: dict | None = None,
+                  title: str = "Tensor, sequence and context parallelism: time and memory "
+                               "per GPU"):
+    """The no-kernel calculator: one dropdown per grid key; a text line with the step's
+    seconds (or the library's message for a rejected setting), the step's parts as bars, and
+    the memory per GPU stacked (model states, activations) with the device's HBM dashed.
+
+    Raises:
+        ValueError: empty ``rows`` (pass :func:`tp_grid`'s result).
+    """
+    if not rows:
+        raise ValueError("rows is empty: pass tp_grid()'s result")
+    controls = [k for k in rows[0] if k not in ("kind", "part", "value")]
+    params, predicate = bound_controls(rows, controls, start)
+    numeric = {k: "number" for k in controls + ["value"]
+               if isinstance(rows[0][k], (int, float)) and not isinstance(rows[0][k], bool)}
+    data = alt.InlineData(values=_csv(rows, controls + ["kind", "part", "value"]),
+                          format=alt.CsvDataFormat(type="csv", parse=numeric))
+    base = alt.Chart(data).transform_filter(predicate)
+    text = base.transform_calculate(
+        step="datum.kind === 'total' ? datum.value : 0",
+        mem="datum.kind === 'memory' ? datum.value : 0",
+        err="datum.kind === 'error' ? datum.part : ''").transform_aggregate(
+        step="sum(step)", mem="sum(mem)", err="max(err)").transform_calculate(
+        text="datum.err ? 'rejected: ' + datum.err : 'step ' + format(datum.step, '.3~f') + "
+             "' s; ' + format(datum.mem / 1e9, '.1f') + ' GB per GPU'").mark_text(
+        align="left", x=0, y=-8, fontSize=11, limit=520).encode(text="text:N")
+    order = [label for label, _ in TIME_PARTS]
+    time = base.transform_filter(alt.datum.kind == "time").mark_bar().encode(
+        y=alt.Y("part:N", sort=order, title=None),
+        x=alt.X("value:Q", title="seconds per step"),
+        color=alt.Color("part:N", sort=order, legend=None),
+        tooltip=["part:N", alt.Tooltip("value:Q", format=".4~g", title="seconds")])
+    parts = ["model states", "activations"]
+    memory = base.transform_filter(alt.datum.kind == "memory").transform_calculate(
+        part_order=f"indexof({parts!r}, datum.part)").mark_bar().encode(
+        x=alt.X("sum(value):Q", title="bytes per GPU (dashed: HBM)",
+                axis=alt.Axis(format="~s")),
+        color=alt.Color("part:N", sort=parts, title=None, scale=alt.Scale(scheme="dark2")),
+        order=alt.Order("part_order:Q"),
+        tooltip=["part:N", alt.Tooltip("value:Q", format=".4~s", title="bytes")])
+    hbm = base.transform_filter(alt.datum.kind == "hbm").mark_rule(
+        color="firebrick", strokeDash=[4, 3], size=2).encode(
+        x="value:Q", tooltip=[alt.Tooltip("value:Q", format=".4~s", title="HBM bytes")])
+    return alt.vconcat(
+        (time + text).properties(width=440, height=110),
+        (memory + hbm).properties(width=440, height=40),
+    ).resolve_scale(color="independent").add_params(*params).properties(title=title)
