@@ -30,7 +30,7 @@ BYTES_PER_TRAINABLE_PARAM = BYTES_PER_PARAM_ADAM      # ZeRO Fig. 1, mixed-preci
 BYTES_PER_FROZEN_PARAM = 2                            # bf16 weights
 VARIANT_KL = {"grpo": "loss", "dr_grpo": "loss", "dapo": None, "rloo": "loss",
               "reinforce_pp": "reward", "ppo": "reward"}
-"""Where each variant puts its KL term when ``kl_coef`` > 0, as the library's loops do: in the
+"""Where each variant puts its KL term when ``kl_coef`` > 0, as the library's loops do — in the
 loss, or in the reward; None: DAPO removes the KL term (Yu et al. 2025), so it holds no
 reference model whatever ``kl_coef`` is."""
 
@@ -43,7 +43,7 @@ def informative_fraction(pass_rates, group_size: int) -> float:
             [0, 1].
         group_size: G >= 1.
     Returns:
-        mean over prompts of 1 - q^G - (1 - q)^G (0 for G = 1: a lone sample has no group
+        mean over prompts of 1 - q^G - (1 - q)^G (0 for G = 1, as a lone sample has no group
         baseline).
     Raises:
         ValueError: naming ``pass_rates`` (empty, not real numbers, NaN, outside [0, 1], more

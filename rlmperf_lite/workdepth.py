@@ -55,17 +55,17 @@ class PhaseCost:
 
     @property
     def parallelism(self) -> float:
-        """W / depth: the most processors the phase can keep busy on average."""
+        """W / depth — the most processors the phase can keep busy on average."""
         return self.work_flops / self.depth_rounds if self.depth_rounds else math.inf
 
     @property
     def lower_rounds(self) -> float:
-        """max(W / p, depth): no schedule on p processors is faster."""
+        """max(W / p, depth) — no schedule on p processors is faster."""
         return max(self.work_flops / self.processors, self.depth_rounds)
 
     @property
     def brent_rounds(self) -> float:
-        """W / p + depth: a greedy schedule on p processors is this fast or faster (Brent)."""
+        """W / p + depth — a greedy schedule on p processors is this fast or faster (Brent)."""
         return self.work_flops / self.processors + self.depth_rounds
 
     def as_dict(self) -> dict:

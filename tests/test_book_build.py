@@ -69,7 +69,9 @@ def test_config_excludes_environments_and_non_book_folders():
     excluded = set(config["exclude_patterns"])
     for pattern in ["_build", ".venv", "venv", "tests", "rlmperf_lite", "bench", "README.md"]:
         assert pattern in excluded, f"_config.yml exclude_patterns lacks {pattern!r}"
-    assert config["execute"]["execute_notebooks"] == "force"
+    assert config["execute"]["execute_notebooks"] in ("force", "cache")
+    if config["execute"]["execute_notebooks"] == "cache":      # emptied when the library changes
+        assert "cache_guard" in config["sphinx"]["local_extensions"]
     assert config["execute"]["allow_errors"] is False
     # TOOLCHAIN notes: the default branch is `master`, which breaks launch links.
     assert config["repository"]["branch"] == "main"
@@ -85,3 +87,29 @@ def test_labs_launch_on_binder_and_colab():
     for path in sorted((REPO / "notebooks").glob("*.ipynb")):
         first = next(c for c in nbformat.read(path, 4).cells if c.cell_type == "code")
         assert "except ImportError:" in first.source and "%pip install" in first.source, path
+
+
+def test_the_execution_cache_is_emptied_when_the_library_changes(tmp_path):
+    """book/_ext/cache_guard.py: a cache filled with another version of rlmperf_lite is deleted
+    before execution; one filled with this version is kept."""
+    import sys
+    sys.path.insert(0, str(REPO / "book" / "_ext"))
+    try:
+        import cache_guard
+    finally:
+        sys.path.pop(0)
+    lib = tmp_path / "lib"
+    (lib / "data").mkdir(parents=True)
+    (lib / "a.py").write_text("x = 1\n")
+    (lib / "data" / "m.json").write_text("{}")
+    cache = tmp_path / "cache"
+    first = cache_guard.library_hash(lib)
+    assert cache_guard.refresh_cache(cache, first) is True          # no cache yet
+    (cache / "executed.db").write_text("outputs")
+    assert cache_guard.refresh_cache(cache, first) is False         # same library: kept
+    assert (cache / "executed.db").exists()
+    (lib / "data" / "m.json").write_text('{"changed": 1}')
+    second = cache_guard.library_hash(lib)
+    assert second != first
+    assert cache_guard.refresh_cache(cache, second) is True         # changed: emptied
+    assert not (cache / "executed.db").exists()

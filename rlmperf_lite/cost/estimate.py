@@ -74,7 +74,7 @@ class RLStepEstimate:
 
     @property
     def generation_time_s(self) -> float:
-        """Seconds of the rollout: prefill and decode."""
+        """Seconds of the rollout, prefill and decode."""
         return float(sum(p.time_s for p in self.phases if p.name in _GENERATION))
 
     @property
@@ -138,11 +138,12 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         actor, critic, reference, reward: ModelConfig or preset name; ``reference`` defaults to
             the actor's shape when ``kl_coef`` > 0; ``reward`` None = a rule-based verifier
             (no GPU work).
-        hardware: HardwareSpec or preset name. gpus: GPUs of the colocated layout.
+        hardware: HardwareSpec or preset name.
+        gpus: GPUs of the colocated layout.
         dtype: "bf16" or "fp16" (the peak used; weights and KV cache are 2 bytes).
-        prompts, group_size, prompt_len: B, G, P. response_len: R, an int or an array of
-            lengths whose distribution the B G responses follow (the longest sets the
-            decode time of its replica).
+        prompts, group_size, prompt_len: B, G, P.
+        response_len: R, an int or an array of lengths whose distribution the B G responses
+            follow (the longest sets the decode time of its replica).
         ppo_epochs: passes over the batch per step (updates only).
         recompute_old_logprobs: an extra actor forward for the "old" log-probs, as verl and
             OpenRLHF do (False: taken from the sampler, as the book's toy loops do).

@@ -77,7 +77,7 @@ class HardwareSpec:
 
     @property
     def ridge_intensity(self) -> float:
-        """bf16 (else fp32) peak / memory bandwidth: the arithmetic intensity (FLOPs per byte)
+        """bf16 (else fp32) peak / memory bandwidth — the arithmetic intensity (FLOPs per byte)
         above which a kernel is compute-bound on the roofline."""
         dtype = "bf16" if "bf16" in self.peak_flops else "fp32"
         return self.peak(dtype) / self.hbm_bandwidth_bytes_per_s

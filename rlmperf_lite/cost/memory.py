@@ -59,7 +59,8 @@ def activation_bytes_per_layer(model: ModelConfig, seq_len: int, micro_batch: in
     2022, Table 2; see the module docstring).
 
     Args:
-        seq_len, micro_batch: s and b. tp: tensor-parallel size t (must divide the heads).
+        seq_len, micro_batch: s and b.
+        tp: tensor-parallel size t (must divide the heads).
         sp: sequence parallelism (shards the norm and dropout activations by t too).
         recompute: ``"none"``, ``"selective"`` (recompute the attention scores, softmax and
             dropout: drops the 5 a s / h term) or ``"full"`` (keep only the layer's input).

@@ -35,13 +35,13 @@ class ModelConfig:
     num_attention_heads: int
     intermediate_size: int
     num_key_value_heads: int | None = None
-    """None: as many as query heads (multi-head attention)."""
+    """None = as many as query heads (multi-head attention)."""
     head_dim: int | None = None
-    """None: hidden_size // num_attention_heads."""
+    """None = hidden_size // num_attention_heads."""
     tie_word_embeddings: bool = False
     max_position_embeddings: int = 4096
     mlp: str = "swiglu"
-    """``"swiglu"`` (gate, up, down: 3 matrices) or ``"gelu"`` / ``"relu"`` (up, down: 2)."""
+    """``"swiglu"`` (gate, up, down = 3 matrices) or ``"gelu"`` / ``"relu"`` (up, down = 2)."""
     position: str = "rope"
     """``"rope"`` (no weights) or ``"learned"`` (a table of positions x hidden_size)."""
     norm: str = "rmsnorm"
@@ -125,7 +125,7 @@ class ModelConfig:
 
     @property
     def head_size(self) -> int:
-        """Query/key size per head (MLA: nope + rope parts)."""
+        """Query/key size per head (for MLA, nope + rope parts)."""
         if self.is_mla:
             return self.qk_nope_head_dim + self.qk_rope_head_dim
         return self.head_dim or self.hidden_size // self.num_attention_heads
@@ -222,12 +222,13 @@ class ModelConfig:
     @classmethod
     def from_hf_config(cls, config, *, name: str | None = None) -> ModelConfig:
         """From a Hugging Face ``config.json`` (a dict, or a path to the file); see
-        :func:`rlmperf_lite.cost.hf.from_hf_config`."""
+        :func:`rlmperf_lite.cost.from_hf_config`."""
         from .hf import from_hf_config
         return from_hf_config(config, name=name)
 
     @classmethod
     def preset(cls, name: str) -> ModelConfig:
-        """A shipped preset by name (case-insensitive); see :func:`rlmperf_lite.cost.presets`."""
+        """A shipped preset by name (case-insensitive); see
+        :func:`rlmperf_lite.cost.model_presets`."""
         from .presets import model_preset
         return model_preset(name)

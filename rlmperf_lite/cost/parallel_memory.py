@@ -176,7 +176,8 @@ def memory_per_gpu(model: ModelConfig, plan: ParallelPlan, workload: TrainWorklo
 
     Args:
         plan: the layout; its ``microbatches`` must equal global_batch / (dp x
-            micro_batch_size). workload: batch and sequence length.
+            micro_batch_size).
+        workload: batch and sequence length.
         schedule: "1f1b" (p microbatches in flight on the first stage) or "gpipe" (all m).
     Raises:
         ValueError: a plan that breaks a rule of :meth:`ParallelPlan.check` (without the

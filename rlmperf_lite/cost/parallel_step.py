@@ -193,8 +193,9 @@ def train_step_time(model: ModelConfig, hardware: HardwareSpec, plan: ParallelPl
         efficiency: share of the peak FLOP/s the kernels reach (1.0 = peak, as the Part II
             estimate's default ``train_efficiency``).
         overlap: share of the data-parallel traffic that may hide behind backward compute.
-        dtype: the peak used. activation_bytes, grad_bytes, weight_bytes: bytes per value
-            sent for activations, gradients and weights.
+        dtype: the peak used.
+        activation_bytes, grad_bytes, weight_bytes: bytes per value sent for activations,
+            gradients and weights.
     Raises:
         ValueError: a plan breaking a rule of :meth:`ParallelPlan.check` (with the hardware's
             node size), ``efficiency`` outside (0, 1], ``overlap`` outside [0, 1], a dtype the

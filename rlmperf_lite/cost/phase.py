@@ -22,5 +22,5 @@ class PhaseEstimate:
 
     @property
     def per_gpu_memory_bytes(self) -> float:
-        """Sum of ``memory_parts``: what one GPU holds during the phase."""
+        """Sum of ``memory_parts`` — what one GPU holds during the phase."""
         return float(sum(self.memory_parts.values()))

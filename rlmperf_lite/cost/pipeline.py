@@ -27,7 +27,8 @@ def pipeline_bubble_fraction(pp: int, microbatches: int, interleave: int = 1,
     §2.2. Example: p = 8, m = 32 -> 7/32 = 0.21875; with v = 2 -> 0.109375.
 
     Args:
-        pp: pipeline stages p. microbatches: m per step (per data-parallel rank).
+        pp: pipeline stages p.
+        microbatches: m per step (per data-parallel rank).
         interleave: model chunks per stage v (virtual pipeline size; 1 = no interleaving).
     Raises:
         ValueError: sizes < 1, an unknown ``of``, or ``interleave`` > 1 with ``pp`` = 1 or with

@@ -87,8 +87,9 @@ def params_read_per_step(model: ModelConfig, batch):
 def decode_step_bytes(model: ModelConfig, batch: int, context: int, *, weight_bytes: int = 2,
                       kv_dtype_bytes: int = 2) -> float:
     """Bytes one decode step reads from device memory: every weight once (for MoE, the experts
-    a batch of that size is expected to touch, :func:`params_read_per_step`), plus each
-    sequence's KV cache of ``context`` tokens. Activations are small next to both and left out.
+    a batch of that size is expected to touch,
+    :func:`~rlmperf_lite.cost.roofline.params_read_per_step`), plus each sequence's KV cache of
+    ``context`` tokens. Activations are small next to both and left out.
 
     Raises:
         ValueError: naming a bad model, batch, context, weight_bytes or kv_dtype_bytes."""

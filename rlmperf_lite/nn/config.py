@@ -37,7 +37,7 @@ class TinyLMConfig:
     intermediate_size: int = 256
     """F, MLP hidden width (4 D by default)."""
     activation: str = "relu"
-    """MLP non-linearity: ``"relu"`` (default: cheapest on a CPU) or ``"gelu"`` (tanh form)."""
+    """MLP non-linearity, ``"relu"`` (the default, cheapest on a CPU) or ``"gelu"`` (tanh form)."""
     norm_eps: float = 1e-5
     """RMSNorm epsilon."""
     init_std: float = 0.02

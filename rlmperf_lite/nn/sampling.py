@@ -26,15 +26,15 @@ class Rollout:
     """Sequences sampled by :func:`generate`; n = B * group_size, R = decode width used."""
 
     tokens: np.ndarray
-    """(n, P + R) int: prompt then completion, ``pad_id`` after the end token."""
+    """(n, P + R) int — prompt then completion, ``pad_id`` after the end token."""
     completion_mask: np.ndarray
-    """(n, R) float32: 1 for generated tokens up to and including the end token."""
+    """(n, R) float32 — 1 for generated tokens up to and including the end token."""
     per_token_logps: np.ndarray
-    """(n, R) float32: behaviour log-probs of the sampled tokens at sampling time (0 if masked)."""
+    """(n, R) float32 — behaviour log-probs of the sampled tokens at sampling time (0 if masked)."""
     prompt_len: int
     """P."""
     num_decode_steps: int
-    """Decode forwards run (R - 1: the first token comes from the prefill)."""
+    """Decode forwards run (R - 1, since the first token comes from the prefill)."""
 
 
 def _decode_step(params, cfg: TinyLMConfig, tok, pos, kcache, vcache):

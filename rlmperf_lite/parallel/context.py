@@ -135,9 +135,10 @@ def ring_attention_forward(q_chunks, k_chunks, v_chunks, group: ProcessGroup,
         q_chunks, k_chunks, v_chunks: cp arrays (n, H, T/cp, Dh), rank r's share of the sequence
             in ``layout`` (see :func:`split_sequence`).
     Returns:
-        out_chunks: cp arrays (n, H, T/cp, Dh), softmax(q k^T / sqrt(Dh)) v for rank r's queries.
-        cache: a dict for :func:`ring_attention_backward`; ``cache["work"]`` (cp,) holds the score
-            blocks each rank computed (units of a (T/cp)^2 block, cf. :func:`ring_attention_work`).
+        (out_chunks, cache) — out_chunks, cp arrays (n, H, T/cp, Dh), softmax(q k^T / sqrt(Dh)) v
+        for rank r's queries; cache, a dict for :func:`ring_attention_backward`, whose
+        ``cache["work"]`` (cp,) holds the score blocks each rank computed (units of a (T/cp)^2
+        block, cf. :func:`ring_attention_work`).
     Raises:
         ValueError: chunks of unequal length (T not divisible by cp) or a bad layout.
     """
@@ -188,7 +189,7 @@ def ring_attention_backward(dout_chunks, cache, group: ProcessGroup):
     Args:
         dout_chunks: cp arrays (n, H, T/cp, Dh).
     Returns:
-        dq_chunks, dk_chunks, dv_chunks: each cp arrays (n, H, T/cp, Dh).
+        dq_chunks, dk_chunks, dv_chunks — each cp arrays (n, H, T/cp, Dh).
     """
     cp, pos, causal = group.size, cache["pos"], cache["causal"]
     q, lse = cache["q"], cache["lse"]
@@ -230,9 +231,10 @@ def cp_attention_forward(x_chunks, wqkv, wo, num_heads: int, group: ProcessGroup
 
     Args:
         x_chunks: cp arrays (n, T/cp, D), rank r's positions in ``layout``.
-        wqkv: (D, 3D) laid out [q|k|v], each head-major; wo: (D, D).
+        wqkv: (D, 3D) laid out [q|k|v], each head-major.
+        wo: (D, D).
     Returns:
-        out_chunks: cp arrays (n, T/cp, D) (merge_sequence(out, layout, axis=1) equals
+        out_chunks — cp arrays (n, T/cp, D) (merge_sequence(out, layout, axis=1) equals
         ``attention_forward(x, wqkv, wo, H)[0]``), and the cache.
     """
     check_int("num_heads", num_heads, 1)

@@ -46,13 +46,13 @@ class GRPOBatch:
     """One GRPO rollout batch, n = B * G rows laid out group by group."""
 
     tokens: np.ndarray
-    """(n, P + R) int: prompt then completion."""
+    """(n, P + R) int — prompt then completion."""
     completion_mask: np.ndarray
-    """(n, R) float32: 1 for generated tokens up to the end token."""
+    """(n, R) float32 — 1 for generated tokens up to the end token."""
     old_per_token_logps: np.ndarray
-    """(n, R): behaviour log-probs recorded at sampling time."""
+    """(n, R) — behaviour log-probs recorded at sampling time."""
     advantages: np.ndarray
-    """(n,) float32: group-relative advantages, computed on the whole batch."""
+    """(n,) float32 — group-relative advantages, computed on the whole batch."""
     prompt_len: int
     """P; the completion's log-probs are columns P - 1 .. of the model's (n, P + R - 1)."""
     group_size: int
@@ -88,7 +88,7 @@ def make_grpo_batch(cfg: TinyLMConfig, config: GRPOConfig, seed: int, *,
 
     ``params`` (float32 weights of ``cfg``) default to the loop's warm-started base model for
     ``seed`` (~2 s): a random init is never right, so every advantage would be 0 and every
-    gradient 0 (see :mod:`rlmperf_lite.rl.warmstart`). ``config.model`` is ignored (``cfg`` is
+    gradient 0 (see :func:`rlmperf_lite.rl.warm_start`). ``config.model`` is ignored (``cfg`` is
     the model); dynamic sampling and the overlong penalty are not applied. ``seed`` seeds the
     warm-start, the prompts and the sampling exactly as ``train_grpo`` with that seed does, so
     the batch is that run's first batch.

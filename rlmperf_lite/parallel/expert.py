@@ -172,7 +172,8 @@ def ep_moe_forward(x_per_rank: list, params_per_rank: list, top_k: int, group: P
         x_per_rank: ep arrays (N_r, D), each rank's own tokens.
         params_per_rank: from :func:`shard_experts`.
     Returns:
-        y_per_rank: ep arrays (N_r, D); cache (``cache["experts"]``: each rank's (N_r, k) routing).
+        y_per_rank — ep arrays (N_r, D); cache (``cache["experts"]`` holds each rank's (N_r, k)
+        routing).
     Raises:
         ValueError: E not divisible by ep, or top_k not in [1, E].
     """

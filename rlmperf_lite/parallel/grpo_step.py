@@ -97,7 +97,7 @@ def init_parallel_state(params: dict, config, mesh) -> tuple:
 
     Raises:
         ValueError: naming ``mesh`` (axes other than dp, tp) or ``tp`` (see
-            :func:`~rlmperf_lite.parallel.tensor.check_tp`).
+            :func:`~rlmperf_lite.parallel.check_tp`).
     """
     _, tp = _degrees(mesh)
     shards = shard_params_tp(params, config.model, tp)
@@ -113,14 +113,14 @@ def full_params(rank_params: list, cfg, mesh) -> dict:
 
 def parallel_grpo_step(rank_params: list, opt_states: list, batch: dict, config, mesh, *,
                        step: int = 0, sp: bool = False) -> dict:
-    """:func:`~rlmperf_lite.parallel.data.reference_grpo_step` on the ranks of ``mesh``,
+    """:func:`~rlmperf_lite.parallel.reference_grpo_step` on the ranks of ``mesh``,
     updating every rank's shard and AdamW state in place (from :func:`init_parallel_state`).
 
     Args:
         sp: sequence parallelism inside the tp groups (T must be divisible by tp).
     Returns:
-        ``loss`` and ``grad_norm`` (floats, equal on every rank), ``bytes_by_op`` ({op: (world,)
-        bytes each rank sent in this step}, as :meth:`CommLog.bytes_by_op`) and
+        ``loss`` and ``grad_norm`` (floats, equal on every rank), ``bytes_by_op`` (per op, the
+        (world,) bytes each rank sent in this step, as :meth:`CommLog.bytes_by_op`) and
         ``bytes_by_axis`` ({"dp" | "tp": (world,) bytes}).
     Raises:
         ValueError: naming ``mesh``, ``tp`` (not dividing num_heads or intermediate_size),

@@ -31,7 +31,7 @@ def tp_logps_forward(shards_per_rank: list, tokens, cfg, group, temperature: flo
 
     Args:
         shards_per_rank: rank r's weights, from
-            :func:`~rlmperf_lite.parallel.tensor.shard_params_tp`.
+            :func:`~rlmperf_lite.parallel.shard_params_tp`.
         temperature: > 0, as in :func:`rlmperf_lite.nn.logps_forward`.
         sp: sequence parallelism in the blocks (T must be divisible by tp).
     Returns:

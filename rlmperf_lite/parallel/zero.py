@@ -51,9 +51,9 @@ class ZeroState:
     layout: FlatLayout
     """The flat vector's layout (N_pad elements, n shards)."""
     params: list
-    """Weights: (N_pad,) on every rank for stages 0-2, the (N_pad / n,) shard for stage 3."""
+    """Weights — (N_pad,) on every rank for stages 0-2, the (N_pad / n,) shard for stage 3."""
     grads: list
-    """Gradient buffer: (N_pad,) for stages 0-1, the shard for stages 2-3."""
+    """Gradient buffer — (N_pad,) for stages 0-1, the shard for stages 2-3."""
     opts: list
     """AdamW over ``{"flat": the weights the rank updates}`` (all for stage 0, its shard
     otherwise); its ``m``, ``v`` are the optimizer states, its ``t`` the step index."""
@@ -116,11 +116,11 @@ def _clip_shards(shards: list, group: ProcessGroup, max_norm: float) -> float:
 def zero_step(state: ZeroState, batch: GRPOBatch, config: GRPOConfig,
               group: ProcessGroup) -> dict:
     """One GRPO step of ``state.stage`` over the ranks of ``group``; updates ``state`` in place.
-    Equal to :func:`rlmperf_lite.parallel.data.reference_grpo_step` on the whole batch.
+    Equal to :func:`rlmperf_lite.parallel.reference_grpo_step` on the whole batch.
 
     Returns:
-        {"loss_parts": each rank's term of the batch loss (they sum to it), "grad_norm": the
-        global norm before clipping}.
+        dict: ``"loss_parts"``, each rank's term of the batch loss (they sum to it), and
+        ``"grad_norm"``, the global norm before clipping.
     Raises:
         ValueError: ``group`` of a different size than the state's; n does not divide the
             batch's groups (``batch``).
@@ -168,7 +168,7 @@ def zero_params(state: ZeroState, group: ProcessGroup, rank: int = 0) -> dict:
 
 def resident_bytes(state: ZeroState, rank: int = 0) -> dict:
     """Bytes of model states rank ``rank`` keeps between steps, measured on its arrays, with
-    the keys of :func:`rlmperf_lite.cost.parallel_memory.model_state_breakdown` (ZeRO §5.1,
+    the keys of :func:`rlmperf_lite.cost.model_state_breakdown` (ZeRO §5.1,
     Fig. 1: with fp32 weights and grads, (4 + 4 + 8) N by stage 0, 4N + 4N + 8N/n by stage 1,
     4N + 12N/n by stage 2, 16N/n by stage 3). Transient buffers (stage 3's gathered weights,
     stage 2's full local gradient, freed bucket by bucket in real ZeRO) are not counted."""

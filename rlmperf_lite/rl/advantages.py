@@ -78,7 +78,8 @@ def rloo_advantages(rewards, group_size: int) -> np.ndarray:
     ``A_i = r_i - mean_{j != i} r_j = G / (G - 1) * (r_i - mean(r))``.
 
     Args:
-        rewards: (B*G,) laid out group by group; group_size: G >= 2.
+        rewards: (B*G,) laid out group by group.
+        group_size: G >= 2.
     Returns:
         advantages (B*G,) float32; exactly 0 for a group whose rewards are all equal.
     Raises:
@@ -98,7 +99,8 @@ def reinforce_pp_advantages(rewards, completion_mask, *, per_token_kl=None, kl_c
     and the advantages are normalised over all tokens of the batch (mean 0, std 1).
 
     Args:
-        rewards: (B*G,) outcome rewards; completion_mask: (B*G, R), ones then zeros per row.
+        rewards: (B*G,) outcome rewards.
+        completion_mask: (B*G, R), ones then zeros per row.
         per_token_kl: (B*G, R) per-token KL estimates (e.g. k1 = logp - ref_logp), needed
             when ``kl_coef`` > 0.
     Returns:

@@ -20,7 +20,8 @@ __all__ = ["RLConfig", "RLResult", "lr_factor", "check_fits_task", "check_run_ar
 
 @dataclass(frozen=True)
 class RLConfig:
-    """Fields every RL loop takes; :class:`GRPOConfig` and :class:`PPOConfig` add their own.
+    """Fields every RL loop takes; :class:`~rlmperf_lite.rl.GRPOConfig` and
+    :class:`~rlmperf_lite.rl.PPOConfig` add their own.
 
     Raises:
         ValueError: naming the field, for an impossible or non-finite value.
@@ -37,7 +38,7 @@ class RLConfig:
     lr_warmup_steps: int = 20
     """Linear learning-rate warm-up over the first steps (Adam's first updates are large)."""
     lr_schedule: str = "linear"
-    """After warm-up: ``"constant"``, or ``"linear"`` decay to 0 at the last step."""
+    """After warm-up, ``"constant"``, or ``"linear"`` decay to 0 at the last step."""
     adam_betas: tuple = (0.9, 0.999)
     """AdamW (beta1, beta2)."""
     clip_eps: float = 0.2
@@ -51,15 +52,15 @@ class RLConfig:
     max_grad_norm: float = 1.0
     """Global gradient-norm clip."""
     loss_agg_mode: str = "token-mean"
-    """See :func:`rlmperf_lite.rl.losses.aggregate_weights`."""
+    """See :func:`rlmperf_lite.rl.aggregate_weights`."""
     warmstart_max_steps: int = 400
-    """Most supervised steps of the base model (see :mod:`rlmperf_lite.rl.warmstart`)."""
+    """Most supervised steps of the base model (see :func:`rlmperf_lite.rl.warm_start`)."""
     warmstart_target_accuracy: float = 0.4
     """The warm-start stops once greedy accuracy on its own pairs reaches this."""
     model: TinyLMConfig = field(default_factory=TinyLMConfig)
     """Shape of the tiny LM."""
     blas_threads: int | None = 1
-    """BLAS threads while training: 1 is fastest for these tiny matrices and makes a run's
+    """BLAS threads while training — 1 is fastest for these tiny matrices and makes a run's
     numbers independent of the machine's core count; None keeps the process's setting."""
 
     def __post_init__(self):
@@ -90,7 +91,7 @@ class RLResult:
 
     params: dict
     history: list = field(default_factory=list)
-    """One dict per step (the CLI prints each as a JSON line): the metrics, the wall time of
+    """One dict per step (the CLI prints each as a JSON line) — the metrics, the wall time of
     each phase (``*_s``) and of the whole step (``step_s``), the decode width R used
     (``response_width``) and the matrix-product FLOPs the model counted per phase
     (``prefill_flops``, ``decode_flops``, ...)."""

@@ -32,7 +32,8 @@ def gae(rewards, values, completion_mask, gamma: float = 1.0, lam: float = 0.95)
 
     Args:
         rewards: (B, T) per-token rewards (an outcome reward sits on the last token).
-        values: (B, T) critic values V(s_t); completion_mask: (B, T), ones then zeros per row.
+        values: (B, T) critic values V(s_t).
+        completion_mask: (B, T), ones then zeros per row.
         gamma, lam: discount and GAE lambda, in [0, 1].
     Returns:
         (advantages, returns), both (B, T) float32 and 0 on masked positions.

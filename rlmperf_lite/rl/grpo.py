@@ -40,18 +40,19 @@ class GRPOConfig(RLConfig):
     """``"grpo"`` (group baseline), ``"rloo"`` (leave-one-out) or ``"reinforce_pp"``
     (REINFORCE++: batch-normalised returns, KL in the reward)."""
     adv_scale: str = "group"
-    """For "grpo": divide by the group's std (``"group"``), the batch's (``"batch"``) or not at
+    """For "grpo", divide by the group's std (``"group"``), the batch's (``"batch"``) or not at
     all (``"none"``, Dr. GRPO)."""
     clip_eps_high: float | None = None
     """Upper clip range; None = ``clip_eps`` (DAPO's clip-higher sets it above)."""
     dynamic_sampling: bool = False
-    """DAPO: drop groups whose rewards are all equal and sample more prompts to refill the batch."""
+    """DAPO drops groups whose rewards are all equal and samples more prompts to refill the
+    batch."""
     max_resample_rounds: int = 3
     """Most extra sampling rounds per step with ``dynamic_sampling``."""
     overlong_buffer_len: int = 0
-    """DAPO soft overlong punishment over the last this-many tokens of the budget (0: off)."""
+    """DAPO soft overlong punishment over the last this-many tokens of the budget (0 = off)."""
     micro_batch_size: int | None = None
-    """Sequences per forward/backward (gradient accumulation); None: the whole batch at once."""
+    """Sequences per forward/backward (gradient accumulation); None = the whole batch at once."""
 
     VARIANTS = {
         "grpo": {},
@@ -197,7 +198,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
 
 def loss_norms(completion_mask, config: GRPOConfig) -> dict:
     """The whole batch's normalisers of the loss aggregation (``max_len``, ``num_tokens``,
-    ``num_seqs`` of :func:`rlmperf_lite.rl.losses.aggregate_weights`).
+    ``num_seqs`` of :func:`rlmperf_lite.rl.aggregate_weights`).
 
     Computed once per batch and passed to every micro-batch and every data-parallel rank, so
     that the summed gradients equal the whole batch's (verl issue #5625; book Chapters 3 and 7).
@@ -218,8 +219,8 @@ def policy_dlogps(per_token_logps, old_per_token_logps, advantages, completion_m
     (rows,) or (rows, R). Returns (rows, R).
 
     Raises:
-        ValueError: from :func:`rlmperf_lite.rl.losses.policy_loss_grad` and
-            :func:`~rlmperf_lite.rl.losses.aggregate_weights` on bad shapes or modes.
+        ValueError: from :func:`rlmperf_lite.rl.policy_loss_grad` and
+            :func:`~rlmperf_lite.rl.aggregate_weights` on bad shapes or modes.
     """
     c = config
     dloss = policy_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_mask,
@@ -239,7 +240,7 @@ def policy_loss_value(per_token_logps, old_per_token_logps, advantages, completi
     ``ref_per_token_logps`` is given.
 
     Arrays (rows, R); advantages (rows,) or (rows, R). Returns (loss, metrics): ``approx_kl``,
-    ``clipfrac``... of :func:`rlmperf_lite.rl.losses.policy_loss`, plus ``kl_ref`` with a
+    ``clipfrac``... of :func:`rlmperf_lite.rl.policy_loss`, plus ``kl_ref`` with a
     reference.
     """
     c, mask = config, completion_mask

@@ -27,7 +27,7 @@ def categorical_kl_gradients(logits, ref_probs) -> dict:
         logits: (A,) finite, A >= 2 actions.
         ref_probs: (A,) the reference policy, positive, summing to 1.
     Returns:
-        dict of (A,) arrays: ``"k1"``, ``"k2"``, ``"k3"`` (expected gradient of each estimator
+        dict of (A,) arrays — ``"k1"``, ``"k2"``, ``"k3"`` (expected gradient of each estimator
         used as a loss), ``"kl_pi_ref"`` (exact gradient of KL(pi || ref), what a KL penalty is
         meant to follow), ``"kl_ref_pi"`` (exact gradient of KL(ref || pi) = pi - ref), and
         ``"k1_reward"``: k1 used as a (negative) reward instead, i.e. the score-function

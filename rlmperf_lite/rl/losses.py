@@ -57,7 +57,7 @@ def policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mas
         advantages: (B*G,) one per completion, or (B*G, R) per token.
         completion_mask: (B*G, R), 1 for real completion tokens.
     Returns:
-        per_token_loss (B*G, R) (0 where masked) and metrics: ``approx_kl`` (k3 of old vs new,
+        per_token_loss (B*G, R) (0 where masked) and metrics ``approx_kl`` (k3 of old vs new,
         as in cleanrl's ppo.py), ``clipfrac`` (share of tokens whose clipped branch is active),
         ``ratio_mean``, ``ratio_max``, all means over unmasked tokens.
     Raises:
@@ -217,7 +217,8 @@ def overlong_penalty(lengths, max_len: int, buffer_len: int, factor: float = 1.0
     and ``-factor`` beyond.
 
     Args:
-        lengths: (B*G,) completion lengths in tokens. max_len, buffer_len: L_max > L_cache > 0.
+        lengths: (B*G,) completion lengths in tokens.
+        max_len, buffer_len: L_max > L_cache > 0.
     Returns:
         penalties (B*G,) float32 in [-factor, 0].
     Raises:

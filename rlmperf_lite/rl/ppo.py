@@ -47,7 +47,7 @@ class PPOConfig(RLConfig):
     critic_lr: float = 1e-3
     """AdamW learning rate of the critic (same schedule as the policy's)."""
     gamma: float = 1.0
-    """Discount (1: the outcome reward counts fully for every token)."""
+    """Discount (1 = the outcome reward counts fully for every token)."""
     lam: float = 0.95
     """GAE lambda."""
     vf_clip_eps: float = 0.2
@@ -55,7 +55,7 @@ class PPOConfig(RLConfig):
     norm_adv: bool = True
     """Normalise advantages over the batch's tokens (mean 0, std 1)."""
     kl_in: str = "reward"
-    """Where the KL penalty goes when kl_coef > 0: per-token k1 in the ``"reward"`` (InstructGPT,
+    """Where the KL penalty goes when kl_coef > 0 — per-token k1 in the ``"reward"`` (InstructGPT,
     OpenRLHF) or k3 in the ``"loss"`` (as GRPO does)."""
 
     def __post_init__(self):

@@ -46,7 +46,7 @@ class SweepRun:
 
     @property
     def curve(self) -> list[dict]:
-        """Held-out accuracy at each evaluation: dicts with step, samples (completions generated
+        """Held-out accuracy at each evaluation — dicts with step, samples (completions generated
         so far, DAPO's resampled ones included), train_s (seconds in training steps so far) and
         eval_accuracy."""
         out, samples, train_s = [], 0, 0.0

@@ -31,7 +31,7 @@ def warm_start(cfg: TinyLMConfig, task: AdditionTask, rng: np.random.Generator, 
     steps varies a lot between seeds).
 
     Returns:
-        (params, losses): the base model and the loss of each step (nats per answer token).
+        ``(params, losses)``: the base model and the loss of each step (nats per answer token).
     Raises:
         ValueError: ``max_steps`` < 0, ``batch_size`` < 1 or ``target_accuracy`` outside (0, 1].
     """

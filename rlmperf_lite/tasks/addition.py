@@ -43,7 +43,7 @@ class AdditionTask:
     pad_id: int = 13
     prompt_len: int = 6
     max_answer_len: int = 4
-    """Longest correct answer: 3 digits + end token."""
+    """Longest correct answer, 3 digits + end token."""
     _split: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):

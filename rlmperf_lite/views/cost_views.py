@@ -18,7 +18,7 @@ def roofline_chart(hardware, kernels: dict, *, dtype: str = "bf16",
                    title: str = "Roofline"):
     """Attainable FLOP/s against arithmetic intensity (log-log) for ``hardware``, with each
     kernel of ``kernels`` ({label: (flops, bytes)}) placed at its intensity and its roofline
-    rate (flops / :func:`roofline_time`)."""
+    rate (flops / :func:`~rlmperf_lite.cost.roofline_time`)."""
     hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
     peak, bw = hw.peak(dtype), hw.hbm_bandwidth_bytes_per_s
     xs = [10 ** (k / 4) for k in range(-8, 21)]
@@ -41,7 +41,8 @@ def roofline_chart(hardware, kernels: dict, *, dtype: str = "bf16",
 
 
 def phase_share_chart(est, *, title: str = "Share of the step per phase"):
-    """Each phase's share of the step's time and of its FLOPs (an :class:`RLStepEstimate`)."""
+    """Each phase's share of the step's time and of its FLOPs (an
+    :class:`~rlmperf_lite.cost.RLStepEstimate`)."""
     rows = []
     for p in est.phases:
         rows.append({"phase": p.name, "measure": "time", "share": p.time_s / est.time_s})
@@ -71,7 +72,7 @@ def memory_chart(est, hardware, *, title: str = "Memory per GPU in each phase"):
 
 
 def estimate_table_html(est) -> str:
-    """An HTML table of an :class:`RLStepEstimate`'s phases and totals."""
+    """An HTML table of an :class:`~rlmperf_lite.cost.RLStepEstimate`'s phases and totals."""
     rows = "".join(
         f"<tr><td>{p.name}</td><td>{p.model}</td><td>{p.flops:.3g}</td>"
         f"<td>{p.bytes_moved:.3g}</td><td>{p.time_s:.3f}</td><td>{p.bound}</td>"
@@ -87,9 +88,9 @@ def estimate_table_html(est) -> str:
 
 
 def estimate_widget(**defaults):
-    """Dropdowns and sliders driving :func:`estimate_rl_step` (model preset, accelerator,
-    algorithm, B, G, P, R, GPUs, KL coefficient; defaults: the Chapter 4 lab's step); bad
-    combinations show the ValueError's message."""
+    """Dropdowns and sliders driving :func:`~rlmperf_lite.cost.estimate_rl_step` (model
+    preset, accelerator, algorithm, B, G, P, R, GPUs, KL coefficient; defaults: the Chapter 4
+    lab's step); bad combinations show the ValueError's message."""
     import ipywidgets as w
     from IPython.display import display
 

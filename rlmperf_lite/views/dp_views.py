@@ -24,7 +24,7 @@ MEMORY_PARTS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activation_b
 
 DP_WORKLOAD = {"global_batch": 512, "seq_len": 4608, "micro_batch_size": 1,
                "recompute": "full"}
-"""The calculators' default training batch: Chapter 4's GRPO step, 32 prompts x 16 samples of
+"""The calculators' default training batch, Chapter 4's GRPO step, 32 prompts x 16 samples of
 512 + 4,096 tokens, one sequence per micro-batch, full activation recomputation."""
 
 _PART_LABEL = {"weights_bytes": "weights", "grads_bytes": "gradients",
@@ -226,7 +226,7 @@ DP_GRID = {"model": ("qwen2.5-7b", "llama-3.1-8b", "qwen2.5-32b", "llama-3.1-70b
 
 
 def dp_grid(grid: dict | None = None, **workload) -> list[dict]:
-    """The calculator of :func:`dp_widget` over a grid (default :data:`DP_GRID`, workload
+    """The calculator of :func:`dp_widget` over a grid (default ``DP_GRID``, workload
     :data:`DP_WORKLOAD` unless given): for each setting, rows of ``kind`` "memory" (``part`` a
     component, ``value`` bytes per GPU), "hbm" (the device's bytes) and "time" (``part``
     compute, DP communication, DP exposed or step; ``value`` seconds). Settings the library

@@ -26,8 +26,9 @@ def _product(grid: dict):
 
 
 def grpo_workdepth_grid(grid: dict | None = None) -> list[dict]:
-    """Chapter 1's calculator (:func:`grpo_step_workdepth`, Llama-2-7B shape, P = 512) over a
-    grid of B, G, R and log10 p: per phase, Brent's bounds max(W/p, 𝒟) and W/p + 𝒟 in rounds."""
+    """Chapter 1's calculator (:func:`~rlmperf_lite.workdepth.grpo_step_workdepth`,
+    Llama-2-7B shape, P = 512) over a grid of B, G, R and log10 p: per phase, Brent's bounds
+    max(W/p, 𝒟) and W/p + 𝒟 in rounds."""
     grid = grid or {"num_prompts": (8, 32, 128, 512), "group_size": (1, 4, 16, 64),
                     "response_len": (256, 1024, 4096, 16384), "log10_p": (0, 3, 6, 9, 12)}
     rows = []
@@ -60,9 +61,10 @@ def rl_workdepth_grid(grid: dict | None = None) -> list[dict]:
 
 
 def variant_cost_grid(grid: dict | None = None) -> list[dict]:
-    """Chapter 3's calculator (:func:`compare_variants`, Llama-2-7B shape, 32 prompts, P = 512,
-    R = 4096) over the pass rate, G and the KL coefficient: per variant and measure (completions
-    generated, model-state GB, work in FLOPs, depth in rounds) one value."""
+    """Chapter 3's calculator (:func:`~rlmperf_lite.variant_costs.compare_variants`,
+    Llama-2-7B shape, 32 prompts, P = 512, R = 4096) over the pass rate, G and the KL
+    coefficient: per variant and measure (completions generated, model-state GB, work in FLOPs,
+    depth in rounds) one value."""
     grid = grid or {"pass_rate": (0.2, 0.5, 0.8, 0.9, 0.95), "group_size": (4, 8, 16, 32),
                     "kl_coef": (0.0, 0.001)}
     rows = []

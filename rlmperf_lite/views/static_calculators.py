@@ -29,9 +29,10 @@ NUMERIC = ("gpus", "response_len", "group_size")
 
 
 def estimate_grid(grid: dict = GRID, **fixed) -> list[dict]:
-    """One row per phase of :func:`estimate_rl_step` for every combination of ``grid`` (fixed
-    arguments: 32 prompts of 512 tokens, kl_coef 0.001, unless given in ``fixed``). Settings the
-    estimator rejects (e.g. GPUs that are not a multiple of the replica size) give no rows.
+    """One row per phase of :func:`~rlmperf_lite.cost.estimate_rl_step` for every combination
+    of ``grid`` (fixed arguments: 32 prompts of 512 tokens, kl_coef 0.001, unless given in
+    ``fixed``). Settings the estimator rejects (e.g. GPUs that are not a multiple of the replica
+    size) give no rows.
 
     Returns:
         dicts with the grid's keys, ``phase``, ``time_s``, ``flops``, ``per_gpu_memory_gb``,

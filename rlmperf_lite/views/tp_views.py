@@ -22,14 +22,14 @@ __all__ = ["TP_WORKLOAD", "TIME_PARTS", "shard_shapes_html", "bytes_by_axis_char
 
 TP_WORKLOAD = {"gpus": 64, "global_batch": 512, "micro_batch_size": 1, "zero_stage": 1,
                "recompute": "selective"}
-"""The calculators' default setting: Chapter 4's batch of 32 prompts x 16 samples (512
+"""The calculators' default setting, Chapter 4's batch of 32 prompts x 16 samples (512
 sequences) on 64 GPUs, one sequence per micro-batch, ZeRO-1 over the data-parallel ranks and
 selective recomputation (the attention scores are not kept, as FlashAttention-style kernels
 do)."""
 
 TIME_PARTS = (("compute", "compute_s"), ("TP communication", "tp"),
               ("CP communication", "cp"), ("DP exposed", "dp_exposed_s"))
-"""The parts of a step's time the chapter's charts show: (label, TrainStepTime field, or a key of
+"""The parts of a step's time the chapter's charts show, as (label, TrainStepTime field, or key of
 its ``comm_s``). With pp = 1 and a dense model they add up to ``total_s``."""
 
 
@@ -119,7 +119,7 @@ def tp_plan_results(model: str | ModelConfig, hardware: str | HardwareSpec, tp: 
     model-parallel groups and dp = gpus // (tp x cp) data-parallel ranks (``hardware`` a preset
     name or a HardwareSpec):
     (``memory_per_gpu`` result, ``train_step_time`` result, HardwareSpec). Every rule of
-    :meth:`ParallelPlan.check` is applied, with the GPU count and the node size.
+    :meth:`~rlmperf_lite.cost.ParallelPlan.check` is applied, with the GPU count and the node size.
 
     Raises:
         ValueError: the library's, e.g. tp not dividing the KV heads, tp above the node size,
@@ -228,7 +228,7 @@ TP_GRID = {"model": ("qwen2.5-7b", "llama-3.1-8b", "qwen2.5-32b", "llama-3.1-70b
 
 def tp_grid(grid: dict | None = None, *, hardware: str | HardwareSpec = "h100-sxm",
             **workload) -> list[dict]:
-    """The calculator of :func:`tp_widget` over a grid (default :data:`TP_GRID`: model, tp,
+    """The calculator of :func:`tp_widget` over a grid (default ``TP_GRID``: model, tp,
     sp "off"/"on", cp, seq_len; ``workload`` keywords of :func:`tp_plan_results`). For each
     setting, rows of ``kind`` "time" (``part`` a :data:`TIME_PARTS` label, ``value`` seconds),
     "total" (the step's seconds), "memory" (``part`` model states or activations, ``value``

@@ -29,7 +29,8 @@ def workdepth_widget(**model):
 
     Defaults: the DeepSeek-R1-like batch of the Chapter 1 lab (B=32, G=16, P=512, R=4096).
 
-    ``model``: the shape keywords of :func:`grpo_step_workdepth` (num_layers, hidden_size, ...).
+    ``model``: the shape keywords of :func:`~rlmperf_lite.workdepth.grpo_step_workdepth`
+    (num_layers, hidden_size, ...).
     Bad combinations show the calculator's ValueError message instead of a traceback.
     """
     import ipywidgets as w
@@ -64,7 +65,8 @@ def workdepth_widget(**model):
 
 
 def variant_cost_html(costs: list) -> str:
-    """An HTML table of :class:`VariantCost` rows (the widget's and the lab's view)."""
+    """An HTML table of :class:`~rlmperf_lite.variant_costs.VariantCost` rows (the widget's and
+    the lab's view)."""
     def cell(v):
         return "&ndash;" if v is None else f"{v:,.4g}"
     head = ("<tr><th>variant</th><th>models held (trainable / frozen)</th><th>state GB</th>"
