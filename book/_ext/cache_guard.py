@@ -5,8 +5,9 @@ code cells are unchanged (jupyter-cache keys on the notebook's code), so a rebui
 prose takes seconds instead of minutes. But a lab's numbers also depend on ``rlmperf_lite``:
 after any change to the library (its Python files or its preset data) the cached outputs could
 be stale. This extension hashes the library's files and, when the hash differs from the one
-stored with the cache, deletes the cache before anything is executed, so every lab runs again.
-A clean checkout (CI) has no cache and executes everything.
+stored with the cache, deletes the cache before anything is executed and marks every page
+outdated (Sphinx would otherwise keep the pages it read before, whose sources did not change),
+so every lab runs again. A clean checkout (CI) has no cache and executes everything.
 """
 from __future__ import annotations
 
@@ -46,10 +47,17 @@ def _guard(app) -> None:
     if config is None or config.execution_mode != "cache":
         return
     if refresh_cache(Path(config.execution_cache_path), library_hash()):
+        app.rlmperf_library_changed = True
         logging.getLogger(__name__).info("rlmperf_lite changed: execution cache emptied")
+
+
+def _reread_all(app, env, added, changed, removed) -> list:
+    """Every page is read again (and every lab executed) after the library changed."""
+    return sorted(env.found_docs) if getattr(app, "rlmperf_library_changed", False) else []
 
 
 def setup(app):
     # after myst-nb has resolved the cache path (its builder-inited handler, priority 500)
     app.connect("builder-inited", _guard, priority=900)
+    app.connect("env-get-outdated", _reread_all)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
