@@ -47,7 +47,8 @@ def test_data_parallel_plan_by_hand():
 
 def test_first_stage_holds_p_microbatches():
     """1F1B: the first of p stages keeps p microbatches of its L / p layers, i.e. L layers'
-    worth whatever p is (Korthikanti et al. 2022 §4.2.3), x (1 + (p-1)/(p v)) interleaved;
+    worth whatever p is (Korthikanti et al. 2022 §4.2.3), x (1 + (p-1)/(p v)) interleaved
+    once m is large;
     GPipe keeps all m. With tp = 8 and sp: Table 2's 34 / t row with selective recompute."""
     work = TrainWorkload(global_batch=256, seq_len=4096)
     per_layer = activation_bytes_per_layer(QWEN72, 4096, 1, tp=8, sp=True,
@@ -111,3 +112,38 @@ def test_inference_memory_with_kv_cache():
         inference_memory_per_gpu(llama, 3, 1, tokens)
     with pytest.raises(ValueError, match="kv_tokens"):
         inference_memory_per_gpu(llama, 1, 1, -1)
+
+
+@pytest.mark.parametrize("pp,m,v", [(4, 4, 2), (4, 8, 2), (2, 6, 4), (8, 8, 2), (2, 4, 2)])
+def test_interleaved_in_flight_equals_the_simulated_schedule(pp, m, v):
+    """The memory model's micro-batches in flight on the first stage of an interleaved
+    schedule equal the simulated timeline's peak (model chunks in flight / v): with few
+    micro-batches interleaving holds no more than 1F1B (a reviewer's case: p = m = 4, v = 2)."""
+    from rlmperf_lite.parallel import interleaved_schedule, schedule_timeline
+    peak = schedule_timeline(interleaved_schedule(pp, m, v)).peak_in_flight[0] / v
+    work = TrainWorkload(global_batch=4 * m, seq_len=4096)
+    per_layer = activation_bytes_per_layer(QWEN72, 4096, 1, tp=8, sp=True,
+                                           recompute="selective")
+    plan = ParallelPlan(dp=4, tp=8, pp=pp, sp=True, microbatches=m, interleave=v,
+                        recompute="selective")
+    mem = memory_per_gpu(QWEN72, plan, work)
+    assert mem.stage == "first"
+    assert mem.activation_bytes == pytest.approx(per_layer * QWEN72.num_hidden_layers / pp * peak)
+
+
+def test_missing_workload_and_bad_rollout_layouts_name_the_parameter():
+    """A reviewer's cases: None for the workload, a rollout tp that the KV heads and tp do not
+    divide (vLLM rejects it), kv_dtype_bytes = 0."""
+    from rlmperf_lite.cost import hardware_preset, inference_memory_per_gpu, train_step_time
+    plan = ParallelPlan(dp=8, microbatches=8)
+    with pytest.raises(ValueError, match="workload must be a TrainWorkload"):
+        memory_per_gpu(QWEN72, plan, None)
+    with pytest.raises(ValueError, match="hardware must be a HardwareSpec"):
+        train_step_time(QWEN72, None, plan, TrainWorkload(64, 2048))
+    with pytest.raises(ValueError, match="workload must be a TrainWorkload"):
+        train_step_time(QWEN72, hardware_preset("h100"), plan, None)
+    qwen7 = model_preset("qwen2.5-7b")                      # 28 heads, 4 KV heads
+    with pytest.raises(ValueError, match="tp=7 and the 4 KV heads"):
+        inference_memory_per_gpu(qwen7, tp=7)
+    with pytest.raises(ValueError, match="kv_dtype_bytes"):
+        inference_memory_per_gpu(qwen7, tp=4, kv_dtype_bytes=0)

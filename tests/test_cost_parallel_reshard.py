@@ -85,3 +85,14 @@ def test_merging_pipeline_stages_crosses_nodes():
     tp2 = ParallelPlan(tp=2, dp=8)
     assert reshard_time_s(m, h100, tp2, 4) == pytest.approx(
         reshard_bytes_per_gpu(m, tp2, 4) / h100.intra_node_bandwidth_bytes_per_s)
+
+
+def test_expert_shards_are_gathered_over_the_ep_ranks():
+    """Routed experts are split over tp x ep in training: with tp 4, ep 8 the gather spans 32
+    ranks (4 nodes of 8), so it runs over the network (a reviewer's case)."""
+    from rlmperf_lite.cost import ParallelPlan, hardware_preset, model_preset, reshard_time_s
+    from rlmperf_lite.cost import reshard_bytes_per_gpu
+    moe, h100 = model_preset("qwen3-235b-a22b"), hardware_preset("h100")
+    plan = ParallelPlan(dp=8, tp=4, ep=8, sp=True, zero_stage=1, microbatches=64)
+    assert reshard_time_s(moe, h100, plan, 8) == pytest.approx(
+        reshard_bytes_per_gpu(moe, plan, 8) / h100.inter_node_bandwidth_bytes_per_s)

@@ -128,3 +128,16 @@ def test_policy_loss_rejects_bad_inputs_naming_them(bad, name):
             fn(**args)
     with pytest.raises(ValueError, match="ref_per_token_logps"):
         kl_estimate(np.zeros((2, 3)), np.zeros((3, 2)))
+
+
+def test_lr_factor_refuses_steps_past_the_schedule():
+    """Past the last step a linear schedule would make the learning rate negative (gradient
+    ascent, silently): a reviewer's case through zero_step. Steps must be ints in [0, steps)."""
+    from rlmperf_lite.rl import GRPOConfig
+    from rlmperf_lite.rl.common import lr_factor
+    c = GRPOConfig(steps=10, lr_warmup_steps=2, lr_schedule="linear")
+    assert lr_factor(9, c) > 0
+    for bad, match in ((10, "past the schedule of steps=10"), (-1, "step must be an int >= 0"),
+                       (1.5, "step must be an int")):
+        with pytest.raises(ValueError, match=match):
+            lr_factor(bad, c)

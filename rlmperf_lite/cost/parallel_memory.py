@@ -17,9 +17,10 @@ Training memory (:func:`memory_per_gpu`), per GPU of the worst pipeline stage:
 - Activations per layer: Korthikanti et al. 2022 (arXiv 2205.05198) Table 2 for the plan's tp,
   sp and recompute (:func:`rlmperf_lite.cost.activation_bytes_per_layer`), divided by cp
   (context parallelism keeps T / cp queries per GPU; the s^2 score term shrinks by cp too).
-  Microbatches in flight: 1F1B keeps p on the first stage (Narayanan et al. 2021 §2.2.1),
-  times 1 + (p - 1) / (p v) with v-way interleaving (Korthikanti et al. 2022 §4.2.3), and 1 on
-  the last; GPipe keeps all m; without a pipeline one microbatch at a time (gradient
+  Microbatches in flight: 1F1B keeps min(p, m) on the first stage (Narayanan et al. 2021
+  §2.2.1); v-way interleaving keeps min(m v, v p + p - 1) chunks of 1/v of the layers, which is
+  p (1 + (p - 1) / (p v)) micro-batches once m is large (Korthikanti et al. 2022 §4.2.3); 1 on
+  the last stage; GPipe keeps all m; without a pipeline one microbatch at a time (gradient
   accumulation). Full recomputation adds one layer's full activations, rebuilt in backward.
   The stage with the LM head holds one microbatch's fp32 logits, 4 T b V / (tp cp) bytes.
 - Not counted: temporary buffers (ZeRO-3's gathered layer, communication buckets), the CUDA
@@ -152,8 +153,11 @@ def _train_memory_arrays(m: ModelConfig, cols: dict, workload: TrainWorkload,
     if schedule == "gpipe":
         in_first, in_last = np.where(pp > 1, mb, 1.0), np.where(pp > 1, mb, 1.0)
     else:
-        interleave = np.where(v > 1, 1 + (pp - 1) / (pp * v), 1.0)
-        in_first, in_last = np.where(pp > 1, np.minimum(pp, mb) * interleave, 1.0), 1.0
+        # interleaved: the first stage holds min(m v, v p + p - 1) model chunks' micro-batches
+        # (Megatron's warm-up, 2 (p - 1) + (v - 1) p, plus one), each 1/v of its layers
+        chunks = np.minimum(mb * v, v * pp + pp - 1) / v
+        in_first = np.where(pp > 1, np.where(v > 1, chunks, np.minimum(pp, mb)), 1.0)
+        in_last = 1.0
     logits = 4.0 * s * b * m.vocab_size / (tp * cp)
     act_first = per_layer * layers * in_first + working + np.where(pp == 1, logits, 0.0)
     act_last = per_layer * layers * in_last + working + logits
@@ -185,6 +189,8 @@ def memory_per_gpu(model: ModelConfig, plan: ParallelPlan, workload: TrainWorklo
     """
     if not isinstance(plan, ParallelPlan):
         raise ValueError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
+    if not isinstance(workload, TrainWorkload):
+        raise ValueError(f"workload must be a TrainWorkload, got {type(workload).__name__}")
     check_choice("schedule", schedule, SCHEDULES)
     for label, v in (("weight_bytes", weight_bytes), ("grad_bytes", grad_bytes),
                      ("optimizer_bytes_per_param", optimizer_bytes_per_param)):
@@ -221,7 +227,8 @@ def inference_memory_per_gpu(model: ModelConfig, tp: int = 1, pp: int = 1, kv_to
     size; book Chapter 9).
 
     Raises:
-        ValueError: tp or pp < 1, tp not dividing the attention heads, pp above the layers, a
+        ValueError: tp or pp < 1, tp not dividing the attention heads, tp and the KV heads not
+            dividing one another, pp above the layers, a
             negative ``kv_tokens``, byte counts < 1.
     """
     if not isinstance(model, ModelConfig):
@@ -230,8 +237,13 @@ def inference_memory_per_gpu(model: ModelConfig, tp: int = 1, pp: int = 1, kv_to
     check_int("pp", pp, 1)
     check_number("kv_tokens", kv_tokens, low=0)
     check_int("weight_bytes", weight_bytes, 1)
+    check_int("kv_dtype_bytes", kv_dtype_bytes, 1)
     if model.num_attention_heads % tp:
         raise ValueError(f"tp={tp} must divide num_attention_heads={model.num_attention_heads}")
+    kvh = model.kv_heads
+    if not model.is_mla and kvh % tp and tp % kvh:
+        raise ValueError(f"tp={tp} and the {kvh} KV heads must divide one another (vLLM "
+                         f"replicates KV heads when tp is a multiple of them); pick another tp")
     if pp > model.num_hidden_layers:
         raise ValueError(f"pp={pp} exceeds num_hidden_layers={model.num_hidden_layers}")
     kv = kv_tokens * kv_cache_bytes_per_token(model, kv_dtype_bytes) / (pp * _kv_split(model, tp))

@@ -203,6 +203,11 @@ def train_step_time(model: ModelConfig, hardware: HardwareSpec, plan: ParallelPl
     """
     if not isinstance(plan, ParallelPlan):
         raise ValueError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
+    if not isinstance(hardware, HardwareSpec):
+        raise ValueError(f"hardware must be a HardwareSpec (e.g. hardware_preset('h100')), got "
+                         f"{type(hardware).__name__}")
+    if not isinstance(workload, TrainWorkload):
+        raise ValueError(f"workload must be a TrainWorkload, got {type(workload).__name__}")
     plan.validate(model, hardware, None, workload)
     check_number("efficiency", efficiency, low=0, high=1, low_open=True)
     check_number("overlap", overlap, low=0, high=1)

@@ -25,7 +25,8 @@ Time (:func:`reshard_time_s`): received bytes / link bandwidth — the ring all-
 volume over the bus bandwidth (:mod:`rlmperf_lite.cost.collective`) — over NVLink when the
 ranks the all-gather spans fit in a node, else the network. Ranks are placed in Megatron-Core's
 order tp-cp-ep-dp-pp, so merging pipeline stages spans tp cp dp pp / pp_i ranks, gathering
-ZeRO-3 shards tp cp dp ranks, and merging tensor shards only max(tp, tp_i) consecutive ranks;
+ZeRO-3 shards tp cp dp ranks, routed experts over ep tp cp ranks, and merging tensor shards
+only max(tp, tp_i) consecutive ranks;
 disaggregated transfers use the network. Latencies and the trainers' send
 bandwidth are not modelled.
 """
@@ -96,6 +97,8 @@ def _reshard(model, plan, infer_tp, infer_pp, mode, weight_bytes) -> dict:
         span = max(plan.tp * plan.cp * plan.dp, infer_tp)
     else:
         span = max(plan.tp, infer_tp)
+    if experts and plan.ep > 1:             # routed experts are gathered over the ep ranks too
+        span = max(span, plan.tp * plan.cp * plan.ep)
     return {"needed": needed, "useful": useful, "received": max(needed - useful, 0.0),
             "group": needed / useful, "span": span}
 

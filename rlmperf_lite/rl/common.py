@@ -102,7 +102,15 @@ class RLResult:
 
 def lr_factor(step: int, c: RLConfig) -> float:
     """Multiplier of ``c.lr`` at ``step``: linear warm-up, then constant, or a linear decay
-    towards 0 (the last step uses ``1 / (steps - lr_warmup_steps)``)."""
+    towards 0 (the last step uses ``1 / (steps - lr_warmup_steps)``).
+
+    Raises:
+        ValueError: ``step`` not an int in [0, steps): past the last step a linear schedule
+            would give a negative learning rate (gradient ascent).
+    """
+    check_int("step", step, 0)
+    if step >= c.steps:
+        raise ValueError(f"step={step} is past the schedule of steps={c.steps}; raise steps")
     if step < c.lr_warmup_steps:
         return (step + 1) / (c.lr_warmup_steps + 1)
     if c.lr_schedule == "linear":
