@@ -75,6 +75,12 @@ def test_page_renders_offline(book_build, browser, name):
     charts = page.locator(".cell_output svg.marks, .cell_output svg")
     for i in range(charts.count()):
         assert charts.nth(i).locator("path, rect, line, text, circle").count() > 0, (name, i)
+    # a bar chart whose bars all have zero width draws nothing (log axes once did that)
+    empty = page.evaluate("""() => Array.from(document.querySelectorAll('svg')).filter(svg => {
+        const bars = svg.querySelectorAll('g.mark-rect path');
+        return bars.length > 0 && !Array.from(bars).some(b => b.getBBox().width > 0.5);
+    }).length""")
+    assert empty == 0, (name, f"{empty} bar chart(s) with no visible bar")
     if name in WITH_WIDGETS:
         page.wait_for_selector(".jupyter-widgets .widget-slider, .widget-dropdown",
                                timeout=20_000)

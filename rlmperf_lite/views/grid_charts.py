@@ -103,8 +103,11 @@ def grid_chart(rows: list[dict], *, controls: list[str], category: str, value: s
     base = alt.Chart(data).transform_filter(predicate)
     chart = base.mark_bar().encode(
         y=alt.Y(f"{category}:N", sort=order, title=None),
+        # on a log axis bars must not stack (a stacked bar starts at 0, which a log scale
+        # cannot place: zero-width bars) and start from 1 (values are rounds or counts >= 1)
         x=alt.X(f"{value}:Q", title=value_title,
-                scale=alt.Scale(type="log") if log else alt.Undefined),
+                scale=alt.Scale(type="log", domainMin=1) if log else alt.Undefined,
+                stack=None if log else alt.Undefined),
         color=alt.Color(f"{category}:N", sort=order, legend=None),
         tooltip=[f"{category}:N", alt.Tooltip(f"{value}:Q", format=".4~s")])
     if total:

@@ -72,8 +72,8 @@ def activation_chart(per_layer: dict, *, title: str = "Activation bytes per laye
     rows = [{"setting": k, "bytes": float(v)} for k, v in per_layer.items()]
     return alt.Chart(alt.Data(values=rows)).mark_bar().encode(
         y=alt.Y("setting:N", sort=list(per_layer), title=None),
-        x=alt.X("bytes:Q", scale=alt.Scale(type="log"), title="bytes per layer (log)",
-                axis=alt.Axis(format="~s")),
+        x=alt.X("bytes:Q", scale=alt.Scale(type="log", domainMin=1), stack=None,
+                title="bytes per layer (log)", axis=alt.Axis(format="~s")),
         tooltip=["setting:N", alt.Tooltip("bytes:Q", format=".4~s")],
     ).properties(width=420, height=28 * len(rows) + 20, title=title)
 
