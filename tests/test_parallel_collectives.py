@@ -94,3 +94,37 @@ def test_bad_input_names_the_problem(bad, match):
 def test_mesh_rejects_bad_degrees():
     with pytest.raises(ValueError, match="tp must be an int >= 1"):
         DeviceMesh(dp=2, tp=0)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda g: g.all_reduce([np.ones(2, np.float32), np.ones(2)]), "same dtype.*float32"),
+    (lambda g: g.all_gather([np.ones(2, np.float32), np.ones(2)]), "same dtype"),
+    (lambda g: g.all_reduce([np.array(["a", "b"])] * 2), "numeric"),
+    (lambda g: g.all_reduce([np.array([None, None])] * 2), "numeric"),
+    (lambda g: g.all_reduce([np.array(["a0", "a1"], dtype=object)] * 2), "numeric"),
+    (lambda g: g.reduce_scatter([np.array(["a", "b"])] * 2), "numeric"),
+    (lambda g: g.reduce_scatter([np.array(["a", "b"], dtype=object), np.ones(2)]), "same dtype"),
+    (lambda g: g.all_gather([np.array(["a"])] * 2), "numeric"),
+    (lambda g: g.all_to_all([[np.array(["a"])] * 2] * 2), "numeric"),
+    (lambda g: g.all_to_all([[np.ones(1), np.ones(1, int)]] * 2), "same dtype"),
+    (lambda g: ProcessGroup(ranks=[0, 0]), "distinct"),
+    (lambda g: ProcessGroup(ranks=[-1, 0]), "ranks"),
+    (lambda g: ProcessGroup(ranks=[]), "non-empty"),
+    (lambda g: ProcessGroup(ranks=[0, 5], log=g.log), "ranks.*world_size"),
+    (lambda g: DeviceMesh(dp=2, tp=2).rank(dp=1), "one coordinate per axis"),
+    (lambda g: DeviceMesh(dp=2, tp=2).rank(dp=2, tp=0), "dp=2 is out of range"),
+    (lambda g: DeviceMesh(dp=2, tp=2).rank(dp=0, tp=-1), "tp must be an int >= 0"),
+    (lambda g: DeviceMesh(dp=2, tp=2).coords(9), "rank=9 is out of range"),
+    (lambda g: DeviceMesh(dp=2, tp=2).group_of("tp", 4), "rank=4 is out of range"),
+])
+def test_bad_dtypes_ranks_and_coordinates_raise_naming_them(bad, match):
+    with pytest.raises(ValueError, match=match):
+        bad(ProcessGroup(2))
+
+
+def test_object_labels_still_pass_through_reduce_scatter_and_all_gather():
+    # Lab 7's ring-order demo: "adding" string labels records the order of the ring
+    g = ProcessGroup(2)
+    out = g.all_gather(g.reduce_scatter([np.array(["a0", "a1"], dtype=object),
+                                         np.array(["b0", "b1"], dtype=object)]))
+    assert list(out[0]) == ["a0b0", "b1a1"]

@@ -156,3 +156,28 @@ def test_bad_input_names_the_parameter():
         ring_attention_work(2, "striped")
     with pytest.raises(ValueError, match="q_chunks"):
         ring_attention_forward([x], [x], [x], ProcessGroup(2))
+
+
+_X = [np.ones((1, 4, 8)), np.ones((1, 4, 8))]                            # cp = 2 x (n, T/cp, D)
+_Q, _K = [np.ones((1, 2, 4, 4))] * 2, [np.ones((1, 2, 2, 4))] * 2
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda: split_sequence(np.ones(8), 2), "axis=-2 is not an axis of x"),
+    (lambda: split_sequence(np.ones((2, 8)), 2, axis=5), "axis=5 is not an axis of x"),
+    (lambda: split_sequence(np.ones((2, 8)), 2, axis=1.0), "axis=1.0"),
+    (lambda: merge_sequence([np.ones((2, 3)), np.ones((2, 4))]), "same shape"),
+    (lambda: merge_sequence([]), "non-empty"),
+    (lambda: merge_sequence([np.ones(3)] * 2), "axis=-2 is not an axis of chunks"),
+    (lambda: cp_attention_forward(_X, np.ones((8, 24)), np.ones((8, 8)), 3, ProcessGroup(2)),
+     "num_heads=3 must divide"),
+    (lambda: cp_attention_forward(_X, np.ones((8, 8)), np.ones((8, 8)), 2, ProcessGroup(2)),
+     "wqkv must be"),
+    (lambda: cp_attention_forward(_X[:1], np.ones((8, 24)), np.ones((8, 8)), 2, ProcessGroup(2)),
+     "x_chunks must be cp=2"),
+    (lambda: ring_attention_forward(_Q, _K, _Q, ProcessGroup(2)), "k_chunks must have the shape"),
+    (lambda: ring_attention_forward(_Q, _Q, _K, ProcessGroup(2)), "v_chunks must have the shape"),
+])
+def test_bad_axes_heads_and_chunks_raise_naming_them(bad, match):
+    with pytest.raises(ValueError, match=match):
+        bad()

@@ -188,6 +188,32 @@ def test_bad_input_raises_naming_the_parameter(batch):
                                                  group_size=1), 0, params=batch.params)
 
 
+@pytest.mark.parametrize("bad, match", [
+    (lambda b: make_grpo_batch(None, CONFIG, 3), "cfg must be a TinyLMConfig"),
+    (lambda b: make_grpo_batch(CONFIG.model, None, 3), "config must be a GRPOConfig"),
+    (lambda b: make_grpo_batch(CONFIG.model, CONFIG, 1.5), "seed must be an int"),
+    (lambda b: make_grpo_batch(CONFIG.model, CONFIG, "3"), "seed must be an int"),
+    (lambda b: make_grpo_batch(CONFIG.model, CONFIG, 3, params={"x": np.ones(2)}), "params"),
+    (lambda b: split_groups(b, 0), "n must be an int >= 1"),
+    (lambda b: split_groups(b, -1), "n must be an int >= 1"),
+    (lambda b: split_groups(None, 2), "batch must be a GRPOBatch"),
+    (lambda b: FlatLayout.of(b.params, 0), "n must be an int >= 1"),
+    (lambda b: FlatLayout.of({}, 2), "params must be a non-empty dict"),
+    (lambda b: dp_grads(b.params, b, CONFIG, 4), "group must be a ProcessGroup"),
+    (lambda b: zero_init(b.params, 4, 1, CONFIG), "group must be a ProcessGroup"),
+    (lambda b: zero_init(b.params, ProcessGroup(2), True, CONFIG), "stage must be an int"),
+    (lambda b: zero_params(zero_init(b.params, ProcessGroup(2), 1, CONFIG), ProcessGroup(2), 9),
+     "rank=9 is out of range"),
+    (lambda b: resident_bytes(zero_init(b.params, ProcessGroup(2), 1, CONFIG), 9),
+     "rank=9 is out of range"),
+    (lambda b: resident_bytes(zero_init(b.params, ProcessGroup(2), 1, CONFIG), -1),
+     "rank must be an int >= 0"),
+])
+def test_bad_arguments_raise_naming_them(batch, bad, match):
+    with pytest.raises(ValueError, match=match):
+        bad(batch)
+
+
 def test_zero3_backward_reads_the_second_gather(batch):
     # the forward's gathered weights are freed (NaN): if the gather before the backward
     # delivered garbage, the gradient norm would be NaN and the step refuses it

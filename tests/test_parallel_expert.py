@@ -159,3 +159,28 @@ def test_bad_input_names_the_parameter():
         ep_moe_forward([x] * 3, shard_experts(params, 2) + [params], 2, ProcessGroup(3))
     with pytest.raises(ValueError, match="top_k"):
         ep_moe_forward([x, x], shard_experts(params, 2), 7, ProcessGroup(2))
+
+
+_P = init_moe_params(8, 16, 4)                                          # D = 8, E = 4
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda: moe_forward(np.arange(40).reshape(5, 8) % 3, _P, 2), "x must be a floating.*int64"),
+    (lambda: moe_forward(np.ones((5, 7)), _P, 2), "x must be .* D=8"),
+    (lambda: moe_forward(np.ones(8), _P, 2), "x must be .*shape \\(8,\\)"),
+    (lambda: moe_forward(np.ones((5, 8)), _P, 2, renormalize=1), "renormalize must be True"),
+    (lambda: moe_forward(np.ones((5, 8)), {"x": 1}, 2), "params must be a dict"),
+    (lambda: router_forward(np.ones((5, 8), int), _P["w_router"], 2), "x must be a floating"),
+    (lambda: ep_moe_forward([np.ones((3, 8), int)] * 2, shard_experts(_P, 2), 2,
+                            ProcessGroup(2)), "x_per_rank\\[0\\] must be a floating"),
+    (lambda: ep_moe_forward([np.ones((3, 8))] * 2, shard_experts(_P, 2), 2, ProcessGroup(2),
+                            renormalize="yes"), "renormalize must be True"),
+    (lambda: ep_moe_forward([np.ones((3, 8))] * 2, shard_experts(_P, 2), 2, 2),
+     "group must be a ProcessGroup"),
+    (lambda: expert_load(np.array([[0, 5]]), 4), "routing must hold int expert ids in \\[0, E=4"),
+    (lambda: expert_load(np.array([[0, -1]]), 4), "routing"),
+    (lambda: expert_load(np.array([0.0, 1.0]), 4), "routing"),
+])
+def test_bad_tokens_flags_and_routing_raise_naming_them(bad, match):
+    with pytest.raises(ValueError, match=match):
+        bad()

@@ -11,6 +11,7 @@ from rlmperf_lite.parallel.pipeline import pipeline_grads, stage_layers
 from rlmperf_lite.parallel.schedules import (
     gpipe_schedule,
     interleaved_schedule,
+    make_schedule,
     one_f_one_b_schedule,
     schedule_timeline,
 )
@@ -95,6 +96,20 @@ def test_schedule_that_cannot_finish_and_bad_times_raise():
         interleaved_schedule(4, 6, 2)                     # m must be a multiple of p
     with pytest.raises(ValueError, match="pp"):
         gpipe_schedule(0, 2)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (lambda: schedule_timeline([["F0", "B0"]]), "schedule\\[0\\] holds 'F0', not an op"),
+    (lambda: schedule_timeline([[("X", 0)]]), "not an op"),
+    (lambda: schedule_timeline([[("F", -1)]]), "not an op"),
+    (lambda: schedule_timeline([[("F", 0.0)]]), "not an op"),
+    (lambda: schedule_timeline([[("F", 0, 0, 0)]]), "not an op"),
+    (lambda: make_schedule("1f1b", 4, 8, 0), "interleave must be an int >= 1"),
+    (lambda: make_schedule("gpipe", 4, 8, 1.5), "interleave must be an int >= 1"),
+])
+def test_bad_ops_and_interleave_raise_naming_them(bad, match):
+    with pytest.raises(ValueError, match=match):
+        bad()
 
 
 # ---- execution on simulated ranks ---------------------------------------------------------------

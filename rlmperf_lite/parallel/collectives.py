@@ -68,8 +68,11 @@ class ProcessGroup:
         log: the :class:`CommLog` to count into (default: a new one for these ranks).
         name: shown in the log (e.g. ``"tp0"``).
     Raises:
-        ValueError: ``size`` < 1, or a collective given a list whose length is not n or arrays
-            of different shapes.
+        ValueError: ``size`` < 1; ``ranks`` empty, negative, repeated or not below
+            ``log.world_size``; or a collective given a list whose length is not n, arrays of
+            different shapes or dtypes, or non-numeric arrays (object arrays, such as the labels
+            of Lab 7, pass through ``reduce_scatter`` and ``all_gather`` only, to show the ring's
+            order).
     """
 
     def __init__(self, size: int | None = None, *, ranks=None, log: CommLog | None = None,
@@ -77,8 +80,21 @@ class ProcessGroup:
         if ranks is None:
             check_int("size", size, 1)
             ranks = range(size)
+        if isinstance(ranks, (str, bytes)) or not hasattr(ranks, "__iter__"):
+            raise ValueError(f"ranks must be a list of global rank ids, got {ranks!r}")
+        ranks = list(ranks)
+        for r in ranks:
+            check_int("ranks (each global rank id)", r, 0)
+        if not ranks or len(set(ranks)) != len(ranks):
+            raise ValueError(f"ranks must be a non-empty list of distinct global rank ids, got "
+                             f"{ranks!r}")
         self.ranks = [int(r) for r in ranks]
         self.size = len(self.ranks)
+        if log is not None and not isinstance(log, CommLog):
+            raise ValueError(f"log must be a CommLog or None, got {type(log).__name__}")
+        if log is not None and max(self.ranks) >= log.world_size:
+            raise ValueError(f"ranks {self.ranks} must be < log.world_size={log.world_size}; "
+                             f"pass a CommLog with enough ranks or none")
         self.log = log if log is not None else CommLog(max(self.ranks) + 1)
         self.name = name
 
@@ -86,15 +102,20 @@ class ProcessGroup:
         return f"ProcessGroup({self.name!r}, ranks={self.ranks})"
 
     # ---- bookkeeping ------------------------------------------------------------------------
-    def _check(self, xs, op: str) -> list:
+    def _check(self, xs, op: str, *, same_shape: bool = True, kinds: str = "iufc",
+               labels: bool = False) -> list:
+        """The n per-rank arrays of a collective, checked: one per rank, the same shape (when
+        ``same_shape``) and one dtype of a numpy kind in ``kinds`` (object arrays, labels, too
+        when ``labels``)."""
         if not isinstance(xs, (list, tuple)) or len(xs) != self.size:
             raise ValueError(f"{op} needs a list of {self.size} per-rank arrays (one per rank of "
                              f"{self.name}), got {type(xs).__name__} of length "
                              f"{len(xs) if hasattr(xs, '__len__') else '?'}")
         xs = [np.asarray(x) for x in xs]
-        if any(x.shape != xs[0].shape for x in xs):
+        if same_shape and any(x.shape != xs[0].shape for x in xs):
             raise ValueError(f"{op}: every rank's array must have the same shape, got "
                              f"{[x.shape for x in xs]}")
+        _check_dtypes(op, xs, kinds, labels)
         return xs
 
     def _record(self, op: str, sent: np.ndarray) -> None:
@@ -109,7 +130,7 @@ class ProcessGroup:
 
         Step s = 0..n-2: rank r sends its running chunk (r - 1 - s) mod n to rank r + 1, which
         adds its own; after n - 1 steps rank r holds chunk r summed over all ranks."""
-        xs = self._check(xs, "reduce_scatter")
+        xs = self._check(xs, _op, labels=_op == "reduce_scatter")
         n = self.size
         chunks = [list(np.array_split(x.ravel().copy(), n)) for x in xs]   # [rank][chunk]
         sent = np.zeros(n)
@@ -127,11 +148,9 @@ class ProcessGroup:
         rank gets the concatenation of all chunks in rank order.
 
         Step s = 0..n-2: rank r sends chunk (r - s) mod n, the one it received last, to r + 1."""
-        if not isinstance(xs, (list, tuple)) or len(xs) != self.size:
-            raise ValueError(f"all_gather needs a list of {self.size} per-rank chunks, got "
-                             f"{type(xs).__name__}")
+        xs = self._check(xs, _op, same_shape=False, kinds="biufc", labels=_op == "all_gather")
         n = self.size
-        have = [{r: np.asarray(xs[r]).ravel()} for r in range(n)]
+        have = [{r: xs[r].ravel()} for r in range(n)]
         sent = np.zeros(n)
         for s in range(n - 1):
             moving = [(r, (r - s) % n, have[r][(r - s) % n]) for r in range(n)]
@@ -164,6 +183,7 @@ class ProcessGroup:
         if not isinstance(xs, (list, tuple)) or len(xs) != n or \
                 any(not isinstance(row, (list, tuple)) or len(row) != n for row in xs):
             raise ValueError(f"all_to_all needs an {n} x {n} nested list xs[src][dst] of arrays")
+        _check_dtypes("all_to_all", [np.asarray(x) for row in xs for x in row], "biufc", False)
         sent = np.array([sum(np.asarray(xs[s][d]).nbytes for d in range(n) if d != s)
                          for s in range(n)], dtype=float)
         self._record("all_to_all", sent)
@@ -195,6 +215,20 @@ class ProcessGroup:
         return [x.copy() for _ in range(self.size)]
 
 
+def _check_dtypes(op: str, xs: list, kinds: str, labels: bool) -> None:
+    """Every array of a collective has one dtype, numeric (numpy kinds ``kinds``), or, when
+    ``labels``, object on every rank (Lab 7's string labels)."""
+    dtypes = sorted({str(x.dtype) for x in xs})
+    if len(dtypes) > 1:
+        raise ValueError(f"{op}: every rank's array must have the same dtype (a real collective "
+                         f"would not upcast), got {dtypes}; cast them to one dtype first")
+    kind = xs[0].dtype.kind
+    if kind not in kinds and not (labels and kind == "O"):
+        allowed = {"iufc": "int, float or complex", "biufc": "bool, int, float or complex"}
+        raise ValueError(f"{op}: the arrays must be numeric ({allowed[kinds]}), got dtype "
+                         f"{dtypes[0]}")
+
+
 class DeviceMesh:
     """Global ranks laid out on named axes, the last axis innermost (adjacent ranks), as
     Megatron places tensor parallel innermost: ``DeviceMesh(dp=2, tp=2)`` puts ranks 0, 1 in
@@ -217,10 +251,25 @@ class DeviceMesh:
 
     def rank(self, **coords: int) -> int:
         """Global rank of the given coordinates (every axis must be given)."""
+        if set(coords) != set(self.axes):
+            raise ValueError(f"rank needs one coordinate per axis {self.axes}, got "
+                             f"{tuple(coords)}")
+        for a, d in zip(self.axes, self.shape):
+            check_int(a, coords[a], 0)
+            if coords[a] >= d:
+                raise ValueError(f"{a}={coords[a]} is out of range: axis {a!r} has {d} "
+                                 f"coordinates, 0..{d - 1}")
         return int(self._ids[tuple(coords[a] for a in self.axes)])
+
+    def _check_rank(self, rank) -> None:
+        check_int("rank", rank, 0)
+        if rank >= self.size:
+            raise ValueError(f"rank={rank} is out of range: the mesh has {self.size} ranks, "
+                             f"0..{self.size - 1}")
 
     def coords(self, rank: int) -> dict:
         """{axis: coordinate} of a global rank."""
+        self._check_rank(rank)
         return dict(zip(self.axes, (int(c) for c in np.unravel_index(rank, self.shape))))
 
     def groups(self, axis: str) -> list:
@@ -233,4 +282,5 @@ class DeviceMesh:
 
     def group_of(self, axis: str, rank: int) -> ProcessGroup:
         """The group along ``axis`` that holds global ``rank``."""
+        self._check_rank(rank)
         return next(g for g in self.groups(axis) if rank in g.ranks)

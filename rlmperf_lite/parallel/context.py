@@ -60,18 +60,40 @@ def chunk_positions(T: int, cp: int, layout: str = "contiguous") -> list:
     return [np.concatenate([piece[r], piece[2 * cp - 1 - r]]) for r in range(cp)]
 
 
+def _check_axis(axis, ndim: int, what: str) -> None:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or \
+            not -ndim <= axis < ndim:
+        raise ValueError(f"axis={axis!r} is not an axis of {what}: pass the sequence axis as "
+                         f"an int in [-{ndim}, {ndim}), or an x with that axis (the default -2 "
+                         f"is T of (n, H, T, Dh))")
+
+
 def split_sequence(x, cp: int, layout: str = "contiguous", axis: int = -2) -> list:
     """Rank r's share of ``x`` along the sequence ``axis`` (default -2: (n, H, T, Dh)).
 
     Raises:
-        ValueError: T not divisible by cp (2 cp for zigzag).
+        ValueError: T not divisible by cp (2 cp for zigzag), or ``axis`` not an axis of ``x``.
     """
+    x = np.asarray(x)
+    _check_axis(axis, x.ndim, f"x of shape {x.shape}")
     T = x.shape[axis]
     return [np.take(x, pos, axis=axis) for pos in chunk_positions(T, cp, layout)]
 
 
 def merge_sequence(chunks: list, layout: str = "contiguous", axis: int = -2) -> np.ndarray:
-    """Inverse of :func:`split_sequence`: the full sequence from the cp per-rank chunks."""
+    """Inverse of :func:`split_sequence`: the full sequence from the cp per-rank chunks.
+
+    Raises:
+        ValueError: ``chunks`` empty or of different shapes, ``axis`` not one of their axes, or
+            the layout's errors.
+    """
+    if not isinstance(chunks, (list, tuple)) or not chunks:
+        raise ValueError("chunks must be a non-empty list of the cp per-rank chunks")
+    chunks = [np.asarray(c) for c in chunks]
+    if any(c.shape != chunks[0].shape for c in chunks):
+        raise ValueError(f"chunks must all have the same shape (as split_sequence returns them), "
+                         f"got {[c.shape for c in chunks]}")
+    _check_axis(axis, chunks[0].ndim, f"chunks of shape {chunks[0].shape}")
     cp = len(chunks)
     T = chunks[0].shape[axis] * cp
     out = np.empty_like(np.concatenate(chunks, axis=axis))              # (..., T, ...)
@@ -122,9 +144,14 @@ def _check_chunks(q_chunks, k_chunks, v_chunks, group):
         if any(np.ndim(x) != 4 for x in xs):
             raise ValueError(f"{name}: every chunk must be (n, H, T/cp, Dh)")
     lengths = [x.shape[2] for x in q_chunks]
-    if len(set(lengths)) > 1 or any(x.shape != q_chunks[0].shape for x in (*k_chunks, *v_chunks)):
+    if any(x.shape != q_chunks[0].shape for x in q_chunks):
         raise ValueError(f"every rank must hold T/cp positions of the same (n, H, T/cp, Dh) shape; "
                          f"got chunk lengths {lengths}: T must be divisible by cp={cp}")
+    for name, xs in (("k_chunks", k_chunks), ("v_chunks", v_chunks)):
+        if any(x.shape != q_chunks[0].shape for x in xs):
+            raise ValueError(f"{name} must have the shape of the q_chunks, "
+                             f"{q_chunks[0].shape} (n, H, T/cp, Dh): self-attention, K/V at the "
+                             f"same positions as Q; got {[x.shape for x in xs]}")
 
 
 def ring_attention_forward(q_chunks, k_chunks, v_chunks, group: ProcessGroup,
@@ -236,9 +263,26 @@ def cp_attention_forward(x_chunks, wqkv, wo, num_heads: int, group: ProcessGroup
     Returns:
         out_chunks — cp arrays (n, T/cp, D) (merge_sequence(out, layout, axis=1) equals
         ``attention_forward(x, wqkv, wo, H)[0]``), and the cache.
+    Raises:
+        ValueError: ``x_chunks`` not cp arrays of one (n, T/cp, D) shape, ``num_heads`` not
+            dividing D, ``wqkv`` not (D, 3D) or ``wo`` not (D, D).
     """
     check_int("num_heads", num_heads, 1)
+    if not isinstance(group, ProcessGroup):
+        raise ValueError(f"group must be a ProcessGroup, got {type(group).__name__}")
+    if not isinstance(x_chunks, (list, tuple)):
+        raise ValueError(f"x_chunks must be a list of cp arrays, got {type(x_chunks).__name__}")
+    x_chunks = [np.asarray(x) for x in x_chunks]
+    if len(x_chunks) != group.size or \
+            any(x.ndim != 3 or x.shape != x_chunks[0].shape for x in x_chunks):
+        raise ValueError(f"x_chunks must be cp={group.size} arrays of one (n, T/cp, D) shape, "
+                         f"got {[x.shape for x in x_chunks]}")
     n, Tc, D = x_chunks[0].shape
+    if D % num_heads:
+        raise ValueError(f"num_heads={num_heads} must divide the model width D={D}")
+    if np.shape(wqkv) != (D, 3 * D) or np.shape(wo) != (D, D):
+        raise ValueError(f"wqkv must be (D, 3D) = {(D, 3 * D)} and wo (D, D) = {(D, D)} for "
+                         f"D={D}, got {np.shape(wqkv)} and {np.shape(wo)}")
     H, Dh = num_heads, D // num_heads
     qkv_caches, qs, ks, vs = [], [], [], []
     for x in x_chunks:

@@ -28,8 +28,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..checks import check_choice
-from ..nn import AdamW, TinyLMConfig, clip_grad_norm, generate, logps_backward, logps_forward
+from ..checks import check_choice, check_int
+from ..nn import (AdamW, TinyLMConfig, clip_grad_norm, copy_params, generate, logps_backward,
+                  logps_forward)
 from ..rl.advantages import grpo_advantages, rloo_advantages
 from ..rl.common import blas_limits, check_fits_task, lr_factor
 from ..rl.grpo import GRPOConfig, loss_norms, policy_dlogps, policy_loss_value
@@ -94,9 +95,19 @@ def make_grpo_batch(cfg: TinyLMConfig, config: GRPOConfig, seed: int, *,
     the batch is that run's first batch.
 
     Raises:
-        ValueError: ``cfg`` does not fit the addition task, or ``config.advantage_estimator`` is
-            ``"reinforce_pp"`` (its KL-shaped returns need the reference pass of the loop).
+        ValueError: ``cfg`` not a TinyLMConfig or not fitting the addition task, ``config`` not a
+            GRPOConfig, ``seed`` not an int >= 0, ``params`` not the weights of ``cfg``'s model,
+            or ``config.advantage_estimator`` is ``"reinforce_pp"`` (its KL-shaped returns need
+            the reference pass of the loop).
     """
+    if not isinstance(cfg, TinyLMConfig):
+        raise ValueError(f"cfg must be a TinyLMConfig (e.g. config.model), got "
+                         f"{type(cfg).__name__}")
+    if not isinstance(config, GRPOConfig):
+        raise ValueError(f"config must be a GRPOConfig, got {type(config).__name__}")
+    check_int("seed", seed, 0)
+    if params is not None:
+        copy_params(params, cfg, "params")           # keys, shapes, finite: raises if not
     c, task = replace(config, model=cfg), AdditionTask()
     check_fits_task(c, task)
     check_choice("config.advantage_estimator", c.advantage_estimator, ("grpo", "rloo"))
@@ -142,7 +153,15 @@ class FlatLayout:
 
     @classmethod
     def of(cls, params: dict, n: int) -> FlatLayout:
-        """The layout of ``params`` for n ranks."""
+        """The layout of ``params`` for n ranks.
+
+        Raises:
+            ValueError: ``params`` not a non-empty dict, or ``n`` not an int >= 1.
+        """
+        if not isinstance(params, dict) or not params:
+            raise ValueError(f"params must be a non-empty dict of weights, got "
+                             f"{params if isinstance(params, dict) else type(params).__name__}")
+        check_int("n", n, 1)
         keys = tuple(sorted(params))
         sizes = [int(np.size(params[k])) for k in keys]
         N = int(sum(sizes))
@@ -177,8 +196,13 @@ def split_groups(batch: GRPOBatch, n: int) -> list:
     """n sub-batches of B / n whole groups each, rank r taking the r-th contiguous block.
 
     Raises:
-        ValueError: naming ``batch`` when n does not divide its number of groups B.
+        ValueError: ``n`` not an int >= 1, ``batch`` not a GRPOBatch, or naming ``batch`` when n
+            does not divide its number of groups B.
     """
+    check_int("n", n, 1)
+    if not isinstance(batch, GRPOBatch):
+        raise ValueError(f"batch must be a GRPOBatch (see make_grpo_batch), got "
+                         f"{type(batch).__name__}")
     B, G = batch.num_groups, batch.group_size
     if B % n:
         raise ValueError(f"batch has B={B} GRPO groups (of G={G}), not divisible by the "
@@ -235,6 +259,13 @@ def reference_grpo_step(params: dict, batch: GRPOBatch, config: GRPOConfig, *,
     return loss, grads, new_params
 
 
+def _check_group(group) -> None:
+    """Raise a ValueError naming ``group`` unless it is a :class:`ProcessGroup`."""
+    if not isinstance(group, ProcessGroup):
+        raise ValueError(f"group must be a ProcessGroup (e.g. ProcessGroup(n)), got "
+                         f"{type(group).__name__}")
+
+
 def dp_grads(params: dict, batch: GRPOBatch, config: GRPOConfig, group: ProcessGroup, *,
              norms: str = "batch") -> list:
     """Data-parallel gradient: rank r computes the gradient of its groups, then one all-reduce
@@ -248,9 +279,11 @@ def dp_grads(params: dict, batch: GRPOBatch, config: GRPOConfig, group: ProcessG
     Returns:
         n gradient dicts (one per rank, equal after the all-reduce).
     Raises:
-        ValueError: ``norms`` not "batch" or "rank"; n does not divide the groups (``batch``).
+        ValueError: ``norms`` not "batch" or "rank"; ``group`` not a ProcessGroup; n does not
+            divide the groups (``batch``).
     """
     check_choice("norms", norms, ("batch", "rank"))
+    _check_group(group)
     n = group.size
     parts = split_groups(batch, n)
     layout = FlatLayout.of(params, n)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import check_int
+from ..checks import check_bool, check_int
 from ..nn.layers import activation_backward, activation_forward, linear_backward, linear_forward
 from .collectives import ProcessGroup
 
@@ -48,6 +48,17 @@ def init_moe_params(D: int, F: int, E: int, seed: int = 0, dtype=np.float64) -> 
 
 
 # ---- the router: logits, top-k, gates ---------------------------------------------------------
+def _check_tokens(label: str, x, D: int) -> np.ndarray:
+    """x as a floating (N, D) array: an int array would make the layer's outputs (zeros_like(x))
+    int and truncate them."""
+    x = np.asarray(x)
+    if x.dtype.kind != "f" or x.ndim != 2 or x.shape[1] != D:
+        fix = "; cast it, e.g. x.astype(np.float64)" if x.dtype.kind != "f" else ""
+        raise ValueError(f"{label} must be a floating array of tokens (N, D) with D={D} (the "
+                         f"router's input width), got dtype {x.dtype} and shape {x.shape}{fix}")
+    return x
+
+
 def router_forward(x, w_router, top_k: int, renormalize: bool = True):
     """x (N, D), w_router (D, E) -> (experts (N, k) int, gates (N, k)), cache.
 
@@ -58,9 +69,12 @@ def router_forward(x, w_router, top_k: int, renormalize: bool = True):
     ``norm_topk_prob=False``).
 
     Raises:
-        ValueError: top_k not an int in [1, E].
+        ValueError: top_k not an int in [1, E]; x not a floating (N, D) array; renormalize not a
+            bool.
     """
     E = w_router.shape[1]
+    x = _check_tokens("x", x, w_router.shape[0])
+    check_bool("renormalize", renormalize)
     check_int("top_k", top_k, 1)
     if top_k > E:
         raise ValueError(f"top_k={top_k} must be <= E={E}, the number of experts")
@@ -108,9 +122,24 @@ def _expert_backward(do, cache):
 
 
 # ---- the dense reference: one process, a loop over the experts ---------------------------------
+def _check_params(label: str, params) -> None:
+    keys = ("w_router", "w_up", "w_down")
+    if not isinstance(params, dict) or any(k not in params for k in keys):
+        got = sorted(params) if isinstance(params, dict) else type(params).__name__
+        raise ValueError(f"{label} must be a dict with keys {keys} (see init_moe_params), got "
+                         f"{got}")
+
+
 def moe_forward(x, params: dict, top_k: int, renormalize: bool = True):
     """x (N, D) -> y (N, D), cache (a dict; ``cache["experts"]`` (N, k) is the routing).
-    ``renormalize``: see :func:`router_forward`."""
+    ``renormalize``: see :func:`router_forward`.
+
+    Raises:
+        ValueError: x not a floating (N, D) array (int tokens would truncate y), params without
+            the keys of :func:`init_moe_params`, or the router's errors.
+    """
+    _check_params("params", params)
+    x = _check_tokens("x", x, params["w_router"].shape[0])
     (experts, gates), r_cache = router_forward(x, params["w_router"], top_k, renormalize)
     y = np.zeros_like(x)                                                 # (N, D)
     per_expert = []
@@ -144,7 +173,11 @@ def expert_load(routing, E: int) -> np.ndarray:
     of chosen expert ids (e.g. ``cache["experts"]``, (N, k)). Perfect balance is N k / E each;
     the busiest expert sets the pace of its rank (Switch §2.2 caps it with a capacity factor)."""
     check_int("E", E, 1)
-    return np.bincount(np.asarray(routing).ravel(), minlength=E)
+    ids = np.asarray(routing).ravel()
+    if ids.size and (ids.dtype.kind not in "iu" or ids.min() < 0 or ids.max() >= E):
+        raise ValueError(f"routing must hold int expert ids in [0, E={E}), got dtype {ids.dtype}"
+                         f" with values in [{ids.min()}, {ids.max()}]; pass the E of the layer")
+    return np.bincount(ids.astype(np.int64), minlength=E)
 
 
 # ---- expert parallel: dispatch with all_to_all, compute, combine with all_to_all ---------------
@@ -175,11 +208,20 @@ def ep_moe_forward(x_per_rank: list, params_per_rank: list, top_k: int, group: P
         y_per_rank — ep arrays (N_r, D); cache (``cache["experts"]`` holds each rank's (N_r, k)
         routing).
     Raises:
-        ValueError: E not divisible by ep, or top_k not in [1, E].
+        ValueError: E not divisible by ep, top_k not in [1, E], an x_per_rank[r] that is not a
+            floating (N_r, D) array, or renormalize not a bool.
     """
+    if not isinstance(group, ProcessGroup):
+        raise ValueError(f"group must be a ProcessGroup, got {type(group).__name__}")
     ep = group.size
-    if len(x_per_rank) != ep or len(params_per_rank) != ep:
+    if not isinstance(x_per_rank, (list, tuple)) or not isinstance(params_per_rank, (list, tuple)) \
+            or len(x_per_rank) != ep or len(params_per_rank) != ep:
         raise ValueError(f"x_per_rank and params_per_rank need one entry per rank (ep={ep})")
+    for r, p in enumerate(params_per_rank):
+        _check_params(f"params_per_rank[{r}]", p)
+    D = params_per_rank[0]["w_router"].shape[0]
+    x_per_rank = [_check_tokens(f"x_per_rank[{r}]", x, D) for r, x in enumerate(x_per_rank)]
+    check_bool("renormalize", renormalize)
     E, El = params_per_rank[0]["w_router"].shape[1], params_per_rank[0]["w_up"].shape[0]
     if E % ep or El != E // ep:
         raise ValueError(f"E={E} experts must be divisible by ep={ep}, with E/ep on each rank "

@@ -151,9 +151,18 @@ def make_schedule(schedule: str, pp: int, microbatches: int, interleave: int = 1
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    check_int("interleave", interleave, 1)
     if schedule == "interleaved":
         return interleaved_schedule(pp, microbatches, interleave)
     return (gpipe_schedule if schedule == "gpipe" else one_f_one_b_schedule)(pp, microbatches)
+
+
+def _is_op(o) -> bool:
+    """("F" or "B", microbatch[, chunk]) with non-negative int indices (no bools)."""
+    return isinstance(o, (list, tuple)) and len(o) in (2, 3) and \
+        isinstance(o[0], str) and o[0] in ("F", "B") and \
+        all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) and i >= 0
+            for i in o[1:])
 
 
 def schedule_timeline(schedule: list, forward_time: float = 1.0,
@@ -183,6 +192,12 @@ def schedule_timeline(schedule: list, forward_time: float = 1.0,
             any(not isinstance(ops, (list, tuple)) for ops in schedule):
         raise ValueError("schedule must be a non-empty list, per stage, of lists of ops such as "
                          "('F', 0)")
+    for s, stage in enumerate(schedule):
+        for o in stage:
+            if not _is_op(o):
+                raise ValueError(f"schedule[{s}] holds {o!r}, not an op: each op is a tuple "
+                                 f"('F' or 'B', microbatch) or ('F' or 'B', microbatch, chunk) "
+                                 f"with ints >= 0, e.g. ('F', 0)")
     pp = len(schedule)
     ops = [[(o[0], int(o[1]), int(o[2]) if len(o) > 2 else 0) for o in stage]
            for stage in schedule]

@@ -32,12 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_choice
+from ..checks import check_choice, check_int
 from ..nn import AdamW, clip_grad_norm, logps_backward
 from ..rl.common import lr_factor
 from ..rl.grpo import GRPOConfig, loss_norms
 from .collectives import ProcessGroup
-from .data import FlatLayout, GRPOBatch, loss_forward, split_groups
+from .data import FlatLayout, GRPOBatch, _check_group, loss_forward, split_groups
 
 __all__ = ["ZeroState", "zero_init", "zero_step", "zero_params", "resident_bytes"]
 
@@ -70,9 +70,11 @@ def zero_init(params: dict, group: ProcessGroup, stage: int, config: GRPOConfig)
     its AdamW (``config.lr``, ``config.adam_betas``, eps 1e-8, no weight decay: the loop's).
 
     Raises:
-        ValueError: ``stage`` not in 0..3.
+        ValueError: ``stage`` not an int in 0..3 (bools too), or ``group`` not a ProcessGroup.
     """
+    check_int("stage", stage, 0)
     check_choice("stage", stage, (0, 1, 2, 3))
+    _check_group(group)
     layout = FlatLayout.of(params, group.size)
     flat = layout.flatten(params)                                             # (N_pad,)
     state = ZeroState(stage, layout, [], [], [])
@@ -125,6 +127,7 @@ def zero_step(state: ZeroState, batch: GRPOBatch, config: GRPOConfig,
         ValueError: ``group`` of a different size than the state's; n does not divide the
             batch's groups (``batch``).
     """
+    _check_group(group)
     layout, n, s = state.layout, group.size, state.stage
     if n != layout.n:
         raise ValueError(f"group has {n} ranks but the state was sharded for {layout.n}")
@@ -159,9 +162,22 @@ def zero_step(state: ZeroState, batch: GRPOBatch, config: GRPOConfig,
     return {"loss_parts": losses, "grad_norm": norm}
 
 
+def _check_rank(state: ZeroState, rank) -> None:
+    check_int("rank", rank, 0)
+    if rank >= state.layout.n:
+        raise ValueError(f"rank={rank} is out of range: the state holds n={state.layout.n} "
+                         f"ranks, 0..{state.layout.n - 1}")
+
+
 def zero_params(state: ZeroState, group: ProcessGroup, rank: int = 0) -> dict:
     """Rank ``rank``'s full weights as a dict (a copy): its own vector for stages 0-2, an
-    all-gather of the shards for stage 3 (counted in the log, like saving a checkpoint)."""
+    all-gather of the shards for stage 3 (counted in the log, like saving a checkpoint).
+
+    Raises:
+        ValueError: ``rank`` not in 0..n - 1, or ``group`` not a ProcessGroup.
+    """
+    _check_rank(state, rank)
+    _check_group(group)
     full = state.params[rank] if state.stage < 3 else group.all_gather(state.params)[rank]
     return {k: v.copy() for k, v in state.layout.unflatten(full).items()}
 
@@ -171,7 +187,12 @@ def resident_bytes(state: ZeroState, rank: int = 0) -> dict:
     the keys of :func:`rlmperf_lite.cost.model_state_breakdown` (ZeRO §5.1,
     Fig. 1: with fp32 weights and grads, (4 + 4 + 8) N by stage 0, 4N + 4N + 8N/n by stage 1,
     4N + 12N/n by stage 2, 16N/n by stage 3). Transient buffers (stage 3's gathered weights,
-    stage 2's full local gradient, freed bucket by bucket in real ZeRO) are not counted."""
+    stage 2's full local gradient, freed bucket by bucket in real ZeRO) are not counted.
+
+    Raises:
+        ValueError: ``rank`` not in 0..n - 1.
+    """
+    _check_rank(state, rank)
     opt = state.opts[rank]
     return {"weights_bytes": float(state.params[rank].nbytes),
             "grads_bytes": float(state.grads[rank].nbytes),
