@@ -17,7 +17,8 @@ import pytest
 
 from rlmperf_lite import exercises
 from rlmperf_lite.cost import estimate_rl_step
-from rlmperf_lite.exercises import QWEN_STEP, answers, check_answer, expected_answer
+from rlmperf_lite.exercises import answers, check_answer, expected_answer
+from rlmperf_lite.exercises._answer import QWEN_STEP
 from rlmperf_lite.variant_costs import informative_fraction
 from rlmperf_lite.workdepth import ppo_step_workdepth
 

@@ -33,7 +33,7 @@ __all__ = ["PPO_GRPO_GRID", "PROFILE_GRID", "GENERATION", "ppo_grpo_workdepth",
 
 PPO_GRPO_GRID = {"response_len": (256, 1024, 4096, 16384), "ppo_epochs": (1, 2, 4),
                  "num_minibatches": (1, 2, 4, 8), "log10_p": (0, 3, 6, 9, 12, 15)}
-"""The no-kernel calculator's grid of Chapter 2: R, PPO's epochs and minibatches, log10 p."""
+"""The no-kernel calculator's grid of Chapter 2 — R, PPO's epochs and minibatches, log10 p."""
 
 
 def ppo_grpo_workdepth(*, model: dict = LLAMA2_7B, num_prompts: int, group_size: int,
@@ -50,7 +50,7 @@ def ppo_grpo_workdepth(*, model: dict = LLAMA2_7B, num_prompts: int, group_size:
         num_prompts, group_size, prompt_len, response_len: B, G, P, R.
         ppo_epochs, num_minibatches, kl_coef, processors: as the library's.
     Returns:
-        {"PPO": WorkDepth, "GRPO": WorkDepth}.
+        A dict with a WorkDepth for each of "PPO" and "GRPO".
     Raises:
         ValueError: the library's, e.g. ``num_minibatches`` above PPO's B G prompts.
     """
@@ -253,8 +253,8 @@ def profile_estimates(algos=ALGOS, **step) -> tuple[dict, dict]:
     """:func:`~rlmperf_lite.cost.estimate_rl_step` of the same ``step`` for each of ``algos``.
 
     Returns:
-        ({algo: RLStepEstimate}, {algo: ValueError}) — the algorithms the estimator rejects
-        for this step (e.g. GRPO with G = 1) are in the second.
+        A pair of dicts keyed by algorithm — the estimates (RLStepEstimate), and the ValueErrors
+        of the algorithms the estimator rejects for this step (e.g. GRPO with G = 1).
     """
     estimates, errors = {}, {}
     for algo in algos:
