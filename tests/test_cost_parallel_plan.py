@@ -82,3 +82,12 @@ def test_check_rejects_wrong_types():
         ParallelPlan().check("qwen2.5-72b", H100)
     with pytest.raises(ValueError, match="workload"):
         ParallelPlan().check(QWEN72, H100, workload=(512, 4096))
+
+
+def test_microbatches_per_rank():
+    """m = B / (dp b): 512 sequences on 16 ranks, 4 per micro-batch -> 8; at least 1."""
+    from rlmperf_lite.cost import TrainWorkload
+    wl = TrainWorkload(global_batch=512, seq_len=1024, micro_batch_size=4)
+    assert wl.microbatches_per_rank(16) == 8 and wl.microbatches_per_rank(1024) == 1
+    with pytest.raises(ValueError, match="dp must be an int >= 1"):
+        wl.microbatches_per_rank(0)

@@ -61,6 +61,16 @@ class TrainWorkload:
         for f in ("global_batch", "seq_len", "micro_batch_size"):
             check_int(f"TrainWorkload.{f}", getattr(self, f), 1)
 
+    def microbatches_per_rank(self, dp: int) -> int:
+        """m = B / (dp b), the micro-batches each data-parallel rank runs per step (at least 1;
+        a batch that does not split evenly is rejected by :meth:`ParallelPlan.check`).
+
+        Raises:
+            ValueError: ``dp`` not an int >= 1.
+        """
+        check_int("dp", dp, 1)
+        return max(1, self.global_batch // (dp * self.micro_batch_size))
+
 
 @dataclass(frozen=True)
 class ParallelPlan:

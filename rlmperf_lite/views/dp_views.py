@@ -123,7 +123,7 @@ def dp_plan_results(model: str | ModelConfig, hardware: str, dp: int, zero_stage
                     recompute: str = DP_WORKLOAD["recompute"]):
     """The library's memory and step time for a pure data-parallel plan (every GPU a dp rank):
     (``memory_per_gpu`` result, ``train_step_time`` result, HardwareSpec). The plan's
-    micro-batches per rank are global_batch // (dp x micro_batch_size); the library rejects a
+    micro-batches per rank are ``TrainWorkload.microbatches_per_rank``; the library rejects a
     batch that does not split evenly.
 
     Raises:
@@ -134,7 +134,7 @@ def dp_plan_results(model: str | ModelConfig, hardware: str, dp: int, zero_stage
     wl = TrainWorkload(global_batch=global_batch, seq_len=seq_len,
                        micro_batch_size=micro_batch_size)
     plan = ParallelPlan(dp=dp, zero_stage=zero_stage, recompute=recompute,
-                        microbatches=max(1, global_batch // (dp * micro_batch_size)))
+                        microbatches=wl.microbatches_per_rank(dp))
     return memory_per_gpu(m, plan, wl), train_step_time(m, hw, plan, wl), hw
 
 

@@ -131,7 +131,7 @@ def tp_plan_results(model: str | ModelConfig, hardware: str | HardwareSpec, tp: 
                        micro_batch_size=micro_batch_size)
     dp = max(1, gpus // (tp * cp))
     plan = ParallelPlan(dp=dp, tp=tp, cp=cp, sp=sp, zero_stage=zero_stage, recompute=recompute,
-                        microbatches=max(1, global_batch // (dp * micro_batch_size)))
+                        microbatches=wl.microbatches_per_rank(dp))
     plan.validate(m, hw, gpus, wl)
     return memory_per_gpu(m, plan, wl), train_step_time(m, hw, plan, wl), hw
 
