@@ -12,7 +12,7 @@ import altair as alt
 
 from ..cost import (ModelConfig, ParallelPlan, TrainWorkload, hardware_preset, hardware_presets,
                     memory_per_gpu, model_presets, train_step_time)
-from .static_calculators import _csv, bound_controls
+from .static_calculators import bound_controls, grid_data
 from .widgets import error_html
 
 __all__ = ["MEMORY_PARTS", "DP_WORKLOAD", "ring_table_html", "zero_comm_chart",
@@ -263,10 +263,7 @@ def dp_grid_chart(rows: list[dict], *, start: dict | None = None,
         raise ValueError("rows is empty: pass dp_grid()'s result")
     controls = [k for k in rows[0] if k not in ("kind", "part", "value")]
     params, predicate = bound_controls(rows, controls, start)
-    numeric = {k: "number" for k in controls + ["value"]
-               if isinstance(rows[0][k], (int, float)) and not isinstance(rows[0][k], bool)}
-    data = alt.InlineData(values=_csv(rows, controls + ["kind", "part", "value"]),
-                          format=alt.CsvDataFormat(type="csv", parse=numeric))
+    data = grid_data(rows, controls + ["kind", "part", "value"])
     base = alt.Chart(data).transform_filter(predicate)
     order = [_PART_LABEL[k] for k in MEMORY_PARTS]
     memory = base.transform_filter(alt.datum.kind == "memory").transform_calculate(

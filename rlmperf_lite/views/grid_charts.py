@@ -11,7 +11,7 @@ import altair as alt
 from ..cost import rl_step_workdepth
 from ..variant_costs import compare_variants
 from ..workdepth import grpo_step_workdepth
-from .static_calculators import _csv, bound_controls
+from .static_calculators import bound_controls, grid_data
 
 __all__ = ["grid_chart", "grpo_workdepth_grid", "rl_workdepth_grid", "variant_cost_grid"]
 
@@ -95,10 +95,7 @@ def grid_chart(rows: list[dict], *, controls: list[str], category: str, value: s
     if missing:
         raise ValueError(f"rows lack the columns {missing}")
     params, predicate = bound_controls(rows, controls, start)
-    numeric = {k: "number" for k in controls + [value]
-               if isinstance(rows[0][k], (int, float)) and not isinstance(rows[0][k], bool)}
-    data = alt.InlineData(values=_csv(rows, controls + [category, value]),
-                          format=alt.CsvDataFormat(type="csv", parse=numeric))
+    data = grid_data(rows, controls + [category, value])
     order = list(dict.fromkeys(r[category] for r in rows))
     base = alt.Chart(data).transform_filter(predicate)
     chart = base.mark_bar().encode(

@@ -80,6 +80,16 @@ def _csv(rows: list[dict], columns: list[str]) -> str:
                                             for r in rows])
 
 
+def grid_data(rows: list[dict], columns: list[str]) -> alt.InlineData:
+    """``rows``' ``columns`` embedded in the chart as CSV (4 significant digits), the columns
+    whose first value is a number parsed back as numbers (the controls' comparisons with the
+    bound parameters need them numeric)."""
+    numeric = {k: "number" for k in columns
+               if isinstance(rows[0][k], (int, float)) and not isinstance(rows[0][k], bool)}
+    return alt.InlineData(values=_csv(rows, columns),
+                          format=alt.CsvDataFormat(type="csv", parse=numeric))
+
+
 def estimate_calculator_chart(rows: list[dict], *, start: dict | None = None):
     """Bars of each phase's time for the setting chosen with the chart's own controls (model,
     GPU, algorithm, GPUs, response length, group size); the title line gives the step time and

@@ -13,7 +13,7 @@ import altair as alt
 
 from ..cost import (HardwareSpec, ModelConfig, ParallelPlan, TrainWorkload, hardware_preset,
                     hardware_presets, memory_per_gpu, model_presets, train_step_time)
-from .static_calculators import _csv, bound_controls
+from .static_calculators import bound_controls, grid_data
 from .widgets import error_html
 
 __all__ = ["TP_WORKLOAD", "TIME_PARTS", "shard_shapes_html", "bytes_by_axis_chart",
@@ -280,10 +280,7 @@ def tp_grid_chart(rows: list[dict], *, start: dict | None = None,
         raise ValueError("rows is empty: pass tp_grid()'s result")
     controls = [k for k in rows[0] if k not in ("kind", "part", "value")]
     params, predicate = bound_controls(rows, controls, start)
-    numeric = {k: "number" for k in controls + ["value"]
-               if isinstance(rows[0][k], (int, float)) and not isinstance(rows[0][k], bool)}
-    data = alt.InlineData(values=_csv(rows, controls + ["kind", "part", "value"]),
-                          format=alt.CsvDataFormat(type="csv", parse=numeric))
+    data = grid_data(rows, controls + ["kind", "part", "value"])
     base = alt.Chart(data).transform_filter(predicate)
     text = base.transform_calculate(
         step="datum.kind === 'total' ? datum.value : 0",
