@@ -1,0 +1,133 @@
+"""Simulator inputs from the cost models of Parts II and III: a real model on real hardware
+(book section 10.3).
+
+- Phases after generation: :func:`~rlmperf_lite.cost.estimate_rl_step`'s time of each phase
+  for the workload's mean lengths, turned into GPU-seconds per token (its roofline time x GPUs
+  / tokens; attention's growth with length is averaged out).
+- Engine: replicas of :func:`~rlmperf_lite.cost.rollout.rollout_tp` GPUs; ``slots`` = the
+  sequences whose KV cache (at prompt + mean response tokens each) fits next to the weights in
+  ``kv_memory_share`` of HBM, capped at ``max_num_seqs``. A decode iteration's roofline
+  (:func:`~rlmperf_lite.cost.decode_step_bytes`, ``decode_step_flops``): the weights read
+  once (for MoE, the experts the replica's expected batch touches), each sequence's KV cache
+  at the mean context (prompt + half the mean response), each sequence's FLOPs.
+- Weight sync: :func:`~rlmperf_lite.cost.reshard_time_s` from an FSDP (ZeRO-3) trainer over
+  the training GPUs to the engine's tp, colocated or disaggregated.
+"""
+from __future__ import annotations
+
+import math
+
+from ..checks import check_choice, check_int, check_number
+from ..cost import (ParallelPlan, decode_step_bytes, decode_step_flops, estimate_rl_step,
+                    hardware_preset, kv_cache_bytes_per_token, model_preset, reshard_time_s)
+from ..cost.model import ModelConfig
+from ..cost.rollout import rollout_tp
+from .system import Engine, PhaseCost, RLSystem
+from .workload import Workload
+
+__all__ = ["engine_from_cost", "costs_from_cost", "system_from_cost"]
+
+_PHASES = {"old_logprobs": "old_logp", "ref_logprobs": "ref_logp", "reward": "reward",
+           "critic_values": "values", "actor_update": "actor_update",
+           "critic_update": "critic_update"}
+
+
+def _model(m):
+    return model_preset(m) if isinstance(m, str) else m
+
+
+def engine_from_cost(actor, hardware, workload: Workload, rollout_gpus: int, *,
+                     max_num_seqs: int = 256, kv_memory_share: float = 0.9,
+                     decode_efficiency: float = 0.6, train_efficiency: float = 0.4) -> Engine:
+    """The rollout :class:`Engine` of ``actor`` on ``rollout_gpus`` GPUs of ``hardware`` (see
+    the module docstring).
+
+    Raises:
+        ValueError: naming a bad argument, or when the weights leave no room for one sequence's
+            KV cache.
+    """
+    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
+    actor = _model(actor)
+    check_int("rollout_gpus", rollout_gpus, 1)
+    check_int("max_num_seqs", max_num_seqs, 1)
+    check_number("kv_memory_share", kv_memory_share, low=0, high=1, low_open=True)
+    tp = rollout_tp(actor, hw, rollout_gpus)
+    kv_seq = kv_cache_bytes_per_token(actor) * (workload.prompt_len + workload.mean_response_len)
+    room = kv_memory_share * hw.hbm_bytes * tp - 2.0 * actor.num_params()
+    if room < kv_seq:
+        raise ValueError(f"{actor.name} on {tp} x {hw.name} leaves no KV room for one sequence "
+                         f"of {workload.prompt_len + workload.mean_response_len:.0f} tokens; "
+                         f"raise kv_memory_share or use a larger hardware")
+    slots = max(1, min(max_num_seqs, int(room // kv_seq)))
+    batch = min(slots, math.ceil(workload.samples_per_step / (rollout_gpus // tp)))
+    ctx = int(workload.prompt_len + workload.mean_response_len / 2)
+    bw = hw.hbm_bandwidth_bytes_per_s * tp * decode_efficiency
+    weights = decode_step_bytes(actor, batch, 0)        # MoE: the experts that batch touches
+    kv = (decode_step_bytes(actor, batch, ctx) - weights) / batch
+    flops = decode_step_flops(actor, 1, ctx)
+    return Engine(decode_base_s=weights / bw, decode_per_seq_s=kv / bw,
+                  decode_compute_per_seq_s=flops / (hw.peak("bf16") * tp * train_efficiency),
+                  tp=tp, slots=slots)
+
+
+def costs_from_cost(algo: str, actor, hardware, workload: Workload, *, kl_coef: float = 0.0,
+                    recompute_old_logprobs: bool = True, reward=None, critic=None,
+                    train_efficiency: float = 0.4) -> dict:
+    """{phase: PhaseCost} of the phases after generation, in GPU-seconds per token, from
+    :func:`~rlmperf_lite.cost.estimate_rl_step` at the workload's mean response length."""
+    probe_gpus = rollout_tp(_model(actor), hardware_preset(hardware)
+                            if isinstance(hardware, str) else hardware, 8) or 1
+    est = estimate_rl_step(algo, actor=actor, hardware=hardware, prompts=workload.prompts,
+                           group_size=workload.group_size, prompt_len=workload.prompt_len,
+                           response_len=int(round(workload.mean_response_len)),
+                           gpus=probe_gpus, kl_coef=kl_coef, reward=reward, critic=critic,
+                           recompute_old_logprobs=recompute_old_logprobs,
+                           train_efficiency=train_efficiency)
+    tokens = workload.samples_per_step * (workload.prompt_len + workload.mean_response_len)
+    return {_PHASES[p.name]: PhaseCost(p.time_s * probe_gpus / tokens)
+            for p in est.phases if p.name in _PHASES}
+
+
+def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "colocated",
+                     gpus: int = 8, rollout_gpus: int | None = None, algo: str = "grpo",
+                     kl_coef: float = 0.0, recompute_old_logprobs: bool = True,
+                     reward_model=None, train_efficiency: float = 0.4,
+                     decode_efficiency: float = 0.6, max_num_seqs: int = 256,
+                     name: str = "", **system_kw) -> RLSystem:
+    """An :class:`RLSystem` of ``actor`` on ``gpus`` GPUs of ``hardware``: all colocated, or
+    disaggregated with ``rollout_gpus`` of them generating (the rest training). A reward model
+    (``reward_model``) runs with the trainer; without one the reward is a rule on the CPU.
+    ``system_kw`` go to :class:`RLSystem` (mode, staleness, minibatches, ...).
+
+    Raises:
+        ValueError: naming the argument — an unknown placement, ``rollout_gpus`` missing or not
+            leaving training GPUs, or from the cost models.
+    """
+    check_choice("placement", placement, ("colocated", "disaggregated"))
+    check_int("gpus", gpus, 1)
+    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
+    actor = _model(actor)
+    if not isinstance(actor, ModelConfig):
+        raise ValueError(f"actor must be a ModelConfig or a preset name, got {actor!r}")
+    if placement == "disaggregated":
+        if rollout_gpus is None or not isinstance(rollout_gpus, int) or \
+                not 0 < rollout_gpus < gpus:
+            raise ValueError(f"rollout_gpus must be an int in [1, gpus - 1] = [1, {gpus - 1}] "
+                             f"when disaggregated, got {rollout_gpus!r}")
+    gen_gpus = rollout_gpus if placement == "disaggregated" else gpus
+    train_gpus = gpus - rollout_gpus if placement == "disaggregated" else gpus
+    engine = engine_from_cost(actor, hw, workload, gen_gpus, max_num_seqs=max_num_seqs,
+                              decode_efficiency=decode_efficiency,
+                              train_efficiency=train_efficiency)
+    costs = costs_from_cost(algo, actor, hw, workload, kl_coef=kl_coef, reward=reward_model,
+                            recompute_old_logprobs=recompute_old_logprobs,
+                            train_efficiency=train_efficiency)
+    sync_s = reshard_time_s(actor, hw, ParallelPlan(dp=train_gpus, zero_stage=3), engine.tp,
+                            mode=placement)
+    build = RLSystem.colocated if placement == "colocated" else RLSystem.disaggregated
+    sizes = (gpus,) if placement == "colocated" else (rollout_gpus, train_gpus)
+    return build(*sizes, engine=engine, costs=costs, weight_sync_s=sync_s,
+                 reward_on_cpu=reward_model is None,
+                 name=name or f"{actor.name} {placement} {'/'.join(map(str, sizes))}",
+                 **system_kw)
+

@@ -1,0 +1,179 @@
+"""What a simulation returns, and the numbers the field reads off a run: step time, throughput,
+utilisation per pool, staleness of the samples trained on (book Chapters 10 and 11)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .system import CPU, RLSystem
+from .workload import Workload
+
+__all__ = ["SimResult"]
+
+
+def _union_s(spans, lo: float, hi: float) -> float:
+    """Length of the union of (start, end) spans clipped to [lo, hi]."""
+    total, reach = 0.0, lo
+    for a, b in sorted(spans):
+        a, b = max(a, reach), min(b, hi)
+        if b > a:
+            total += b - a
+            reach = b
+    return total
+
+
+@dataclass
+class SimResult:
+    """One simulated run. ``samples`` holds one entry per sample trained on (arrays of equal
+    length): ``start_s``, ``end_s`` (slot held), ``ready_s`` (group ready for training),
+    ``replica``, ``response_len``, ``group``, ``consumed_step`` (the step whose update used it),
+    ``version_start``/``version_end`` (weight versions it was generated with). ``step_end_s[s]``
+    is when the weights of step s reach the engine; ``sync_windows`` the weight syncs;
+    ``rollout_pauses`` the syncs that paused running samples; ``intervals`` the bars of the
+    phases after generation (:class:`~rlmperf_lite.sim.phases.Interval`)."""
+
+    system: RLSystem
+    workload: Workload
+    steps: int
+    samples: dict
+    step_end_s: np.ndarray
+    sync_windows: list
+    rollout_pauses: list
+    intervals: list = field(repr=False)
+
+    # -- step time and throughput -------------------------------------------------------
+    @property
+    def warmup_steps(self) -> int:
+        """Steps left out of the steady state: the first half of the run (the same window
+        for every system run for the same number of steps, so their step times compare)."""
+        return self.steps // 2
+
+    @property
+    def step_times_s(self) -> np.ndarray:
+        """Seconds between consecutive weight versions reaching the engine, shape (steps,)."""
+        return np.diff(np.concatenate([[0.0], self.step_end_s]))
+
+    @property
+    def step_time_s(self) -> float:
+        """Steady-state seconds per step: the mean step time after :attr:`warmup_steps`."""
+        return float(self.step_times_s[self.warmup_steps:].mean())
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Mean prompt + response tokens trained on per step."""
+        tokens = self.workload.prompt_len + self.samples["response_len"]
+        return float(tokens.sum() / self.steps)
+
+    @property
+    def throughput_tokens_per_s_per_gpu(self) -> float:
+        """Tokens per step / (step time x all GPUs) — verl's ``perf/throughput`` (prompt and
+        response tokens of the batch over the step's wall time and every GPU of the job)."""
+        return self.tokens_per_step / (self.step_time_s * self.system.gpus)
+
+    # -- staleness --------------------------------------------------------------------------
+    @property
+    def staleness(self) -> np.ndarray:
+        """Versions between the weights that started each sample and those it trained, shape
+        (samples,): 0 on-policy."""
+        return self.samples["consumed_step"] - self.samples["version_start"]
+
+    def staleness_counts(self) -> dict:
+        """{staleness: samples} over the samples trained on."""
+        values, counts = np.unique(self.staleness.astype(int), return_counts=True)
+        return {int(v): int(c) for v, c in zip(values, counts)}
+
+    # -- utilisation -------------------------------------------------------------------------
+    def _pool_spans(self, pool: str) -> tuple[list, float]:
+        """Compute spans of ``pool`` (as GPU-weighted lists) and its GPUs."""
+        spans = [(iv.start_s, iv.end_s, self.system.pools[pool]) for iv in self.intervals
+                 if iv.pool == pool and iv.phase != "switch"]
+        if pool == self.system.placement["rollout"]:
+            tp = self.system.engine.tp
+            pause = self.rollout_pauses
+            s = self.samples
+            for r in np.unique(s["replica"]):
+                m = s["replica"] == r
+                busy = sorted(zip(s["start_s"][m], s["end_s"][m]))
+                spans += [(a, b, tp) for a, b in _subtract(_merge(busy), pause)]
+        return spans, self.system.pools[pool]
+
+    def utilisation(self, window=None) -> dict:
+        """{pool: {"compute", "sync", "switch", "idle"}} shares of the pool's GPU-seconds over
+        ``window`` (default: the whole run), each in [0, 1], summing to 1. A replica counts as
+        computing while it runs at least one sequence (not paused by a sync)."""
+        lo, hi = window or (0.0, float(self.step_end_s[-1]))
+        out = {}
+        for pool, gpus in self.system.pools.items():
+            if pool == CPU:
+                continue
+            spans, _ = self._pool_spans(pool)
+            compute = sum(_union_s([(a, b)], lo, hi) * g for a, b, g in spans)
+            in_pool = {self.system.placement["rollout"], self.system.placement["actor"]}
+            sync = _union_s(self.sync_windows, lo, hi) * gpus if pool in in_pool else 0.0
+            switch = sum(_union_s([(iv.start_s, iv.end_s)], lo, hi) * gpus
+                         for iv in self.intervals if iv.pool == pool and iv.phase == "switch")
+            total = (hi - lo) * gpus
+            shares = {"compute": compute / total, "sync": sync / total, "switch": switch / total}
+            shares["idle"] = max(0.0, 1.0 - sum(shares.values()))
+            out[pool] = shares
+        return out
+
+    def slot_occupancy(self) -> float:
+        """Mean share of the engine's slots running a sequence while it generates: the
+        long-tail waste a busy/idle count hides."""
+        s = self.samples
+        slot_s = float((s["end_s"] - s["start_s"]).sum())
+        spans, _ = self._pool_spans(self.system.placement["rollout"])
+        busy = sum((b - a) * g for a, b, g in spans if g == self.system.engine.tp)
+        return slot_s / (busy / self.system.engine.tp * self.system.engine.slots) if busy else 0.0
+
+    # -- work conservation --------------------------------------------------------------------
+    @property
+    def generated_tokens(self) -> float:
+        """Response tokens of the samples trained on."""
+        return float(self.samples["response_len"].sum())
+
+    @property
+    def train_gpu_s(self) -> float:
+        """GPU-seconds of the phases after generation (switches and syncs excluded)."""
+        return float(sum((iv.end_s - iv.start_s) * self.system.pools[iv.pool]
+                         for iv in self.intervals if iv.phase != "switch" and iv.pool != CPU))
+
+    def summary(self) -> dict:
+        """The headline numbers, as a flat dict."""
+        u = self.utilisation()
+        return {"system": self.system.name, "mode": self.system.mode,
+                "staleness": self.system.staleness, "gpus": self.system.gpus,
+                "step_time_s": self.step_time_s,
+                "throughput_tokens_per_s_per_gpu": self.throughput_tokens_per_s_per_gpu,
+                "mean_staleness": float(self.staleness.mean()),
+                **{f"{p}_compute": v["compute"] for p, v in u.items()},
+                **{f"{p}_idle": v["idle"] for p, v in u.items()}}
+
+
+def _merge(spans):
+    out = []
+    for a, b in spans:
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def _subtract(spans, holes):
+    """Spans minus the (sorted, disjoint) holes."""
+    out = []
+    for a, b in spans:
+        for h0, h1 in holes:
+            if h1 <= a or h0 >= b:
+                continue
+            if h0 > a:
+                out.append((a, h0))
+            a = max(a, h1)
+            if a >= b:
+                break
+        if a < b:
+            out.append((a, b))
+    return out
