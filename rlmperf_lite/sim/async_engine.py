@@ -10,7 +10,8 @@ ends. The rules:
   sync is (1 + staleness) B minus the stale samples already made), AReaL's bound on
   off-policyness when ``staleness`` is an integer; 0 is on-policy, 1 one-step-off.
 - Streaming training: update u of a version trains the next B / ``minibatches`` ready groups,
-  oldest-ready first, as soon as they are ready; after ``minibatches`` updates the version is
+  oldest-ready first (of any batch, or with ``consume="batch"`` of its own batch only), as
+  soon as they are ready; after ``minibatches`` updates the version is
   published and the weights synced (``weight_sync_s``, both pools busy).
 - Weight sync with ``partial_rollout``: running samples pause for the sync and finish with the
   new weights (their version span grows); without it, the engine stops starting samples and
@@ -62,7 +63,8 @@ class _Run:
         self.reps = [Replica(system.engine) for _ in range(system.replicas)]
         self.n_running = 0
         self.left_in_group = np.full(self.n_groups, G)
-        self.ready = deque()
+        self.ready = deque()                                  # consume="ready"
+        self.ready_in_batch = [deque() for _ in range(steps + 1)]  # consume="batch"
         self.events, self.seq = [], 0
         self.v_engine = self.v_train = self.updates = self.admitted = 0
         self.in_sync = self.draining = self.training = False
@@ -133,14 +135,21 @@ class _Run:
     def on_ready(self, t, g):
         G = self.wl.group_size
         self.col["ready_s"][g * G:(g + 1) * G] = t
-        self.ready.append(g)
+        if self.sys.consume == "batch":
+            if g // self.wl.prompts <= self.steps:
+                self.ready_in_batch[g // self.wl.prompts].append(g)
+        else:
+            self.ready.append(g)
         self.try_train(t)
 
     def try_train(self, t):
-        if self.training or self.in_sync or self.draining or len(self.ready) < self.chunk \
-                or self.v_train >= self.steps:
+        if self.training or self.in_sync or self.draining or self.v_train >= self.steps:
             return
-        groups = [self.ready.popleft() for _ in range(self.chunk)]
+        queue = (self.ready_in_batch[self.v_train] if self.sys.consume == "batch"
+                 else self.ready)
+        if len(queue) < self.chunk:
+            return
+        groups = [queue.popleft() for _ in range(self.chunk)]
         G = self.wl.group_size
         for g in groups:
             self.col["consumed_step"][g * G:(g + 1) * G] = self.v_train

@@ -124,6 +124,10 @@ class RLSystem:
     instead of draining them before it."""
     minibatches: int = 1
     """Async: updates per version, each on B / minibatches groups as soon as they are ready."""
+    consume: str = "ready"
+    """Async: which ready groups an update takes — ``"ready"``, the first ready whatever batch
+    they were sampled for (streaming: verl fully async, AReaL), or ``"batch"``, only those of
+    its own batch (batch b = groups b B .. (b + 1) B - 1: verl's one-step-off)."""
     fuse_logps: bool = False
     """Run the old and reference log-prob passes as one phase (one fixed cost, one switch) when
     they share a pool."""
@@ -169,6 +173,7 @@ class RLSystem:
             check_number(f"RLSystem.{name}", getattr(self, name), low=0)
         check_choice("RLSystem.mode", self.mode, ("sync", "async"))
         check_int("RLSystem.minibatches", self.minibatches, 1)
+        check_choice("RLSystem.consume", self.consume, ("ready", "batch"))
         for name in ("partial_rollout", "fuse_logps", "overlap_reward"):
             check_bool(f"RLSystem.{name}", getattr(self, name))
         rollout_pool = self.placement["rollout"]
