@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 API = REPO / "book" / "api"
 
 # one page per entry: book/api/<name>.md documents rlmperf_lite.<name>
-SUBPACKAGES = ["nn", "tasks", "rl", "workdepth", "variant_costs", "cost", "parallel", "views",
+SUBPACKAGES = ["nn", "tasks", "rl", "workdepth", "variant_costs", "cost", "parallel", "sim", "views",
                "checks", "exercises"]
 
 DIRECTIVE = re.compile(r"^\s*\.\. (auto(?:module|class|function|data|exception|method|"
