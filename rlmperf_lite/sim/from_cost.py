@@ -4,9 +4,10 @@
 - Phases after generation: :func:`~rlmperf_lite.cost.estimate_rl_step`'s time of each phase
   for the workload's mean lengths, turned into GPU-seconds per token (its roofline time x GPUs
   / tokens; attention's growth with length is averaged out).
-- Engine: replicas of :func:`~rlmperf_lite.cost.rollout.rollout_tp` GPUs; ``slots`` = the
-  sequences whose KV cache (at prompt + mean response tokens each) fits next to the weights in
-  ``kv_memory_share`` of HBM, capped at ``max_num_seqs``. A decode iteration's roofline
+- Engine: replicas of ``rollout_tp`` GPUs (the rollout model of :mod:`rlmperf_lite.cost`);
+  ``slots`` = the sequences whose KV cache (at prompt + mean response tokens each) fits next
+  to the weights in ``kv_memory_share`` of HBM, capped at ``max_num_seqs``. A decode
+  iteration's roofline
   (:func:`~rlmperf_lite.cost.decode_step_bytes`, ``decode_step_flops``): the weights read
   once (for MoE, the experts the replica's expected batch touches), each sequence's KV cache
   at the mean context (prompt + half the mean response), each sequence's FLOPs.
@@ -39,8 +40,8 @@ def _model(m):
 def engine_from_cost(actor, hardware, workload: Workload, rollout_gpus: int, *,
                      max_num_seqs: int = 256, kv_memory_share: float = 0.9,
                      decode_efficiency: float = 0.6, train_efficiency: float = 0.4) -> Engine:
-    """The rollout :class:`Engine` of ``actor`` on ``rollout_gpus`` GPUs of ``hardware`` (see
-    the module docstring).
+    """The rollout :class:`~rlmperf_lite.sim.Engine` of ``actor`` on ``rollout_gpus`` GPUs of
+    ``hardware`` (see the module docstring).
 
     Raises:
         ValueError: naming a bad argument, or when the weights leave no room for one sequence's
@@ -94,10 +95,11 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
                      reward_model=None, train_efficiency: float = 0.4,
                      decode_efficiency: float = 0.6, max_num_seqs: int = 256,
                      name: str = "", **system_kw) -> RLSystem:
-    """An :class:`RLSystem` of ``actor`` on ``gpus`` GPUs of ``hardware``: all colocated, or
-    disaggregated with ``rollout_gpus`` of them generating (the rest training). A reward model
-    (``reward_model``) runs with the trainer; without one the reward is a rule on the CPU.
-    ``system_kw`` go to :class:`RLSystem` (mode, staleness, minibatches, ...).
+    """An :class:`~rlmperf_lite.sim.RLSystem` of ``actor`` on ``gpus`` GPUs of ``hardware``: all
+    colocated, or disaggregated with ``rollout_gpus`` of them generating (the rest training).
+    A reward model (``reward_model``) runs with the trainer; without one the reward is a rule
+    on the CPU.
+    ``system_kw`` go to :class:`~rlmperf_lite.sim.RLSystem` (mode, staleness, minibatches, ...).
 
     Raises:
         ValueError: naming the argument — an unknown placement, ``rollout_gpus`` missing or not

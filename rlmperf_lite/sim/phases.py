@@ -3,7 +3,7 @@ asynchronous simulators (book section 10.2).
 
 Dependencies: ``reward``, ``old_logp``, ``ref_logp`` and ``values`` need the samples;
 ``actor_update`` needs all four (advantages are free); ``critic_update`` needs the reward and
-the values. A pool runs its phases one at a time in :data:`~rlmperf_lite.sim.system.TRAIN_PHASES`
+the values. A pool runs its phases one at a time in :data:`~rlmperf_lite.sim.TRAIN_PHASES`
 order, each on all its GPUs; a pool that changes model between two phases first spends
 ``switch_s`` swapping them. With ``fuse_logps`` the old and reference passes sharing a pool run
 as one phase ``logps`` (one fixed cost, one switch).

@@ -45,8 +45,8 @@ class SimResult:
     # -- step time and throughput -------------------------------------------------------
     @property
     def warmup_steps(self) -> int:
-        """Steps left out of the steady state: the first half of the run (the same window
-        for every system run for the same number of steps, so their step times compare)."""
+        """The first half of the run, left out of the steady state (the same window for every
+        system run for the same number of steps, so their step times compare)."""
         return self.steps // 2
 
     @property
@@ -56,7 +56,7 @@ class SimResult:
 
     @property
     def step_time_s(self) -> float:
-        """Steady-state seconds per step: the mean step time after :attr:`warmup_steps`."""
+        """The mean step time after :attr:`warmup_steps` (steady state), in seconds."""
         return float(self.step_times_s[self.warmup_steps:].mean())
 
     @property

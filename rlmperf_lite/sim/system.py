@@ -110,24 +110,24 @@ class RLSystem:
     (GRPO has no ``values``/``critic_update``; ``ref_logp`` is skipped when the KL weight is 0;
     ``old_logp`` is skipped when the engine's log-probs are used)."""
     weight_sync_s: float = 0.0
-    """Seconds to move the actor's weights into the engine: a reshard on a shared pool, a
-    transfer between pools; both pools are busy for it."""
+    """Time in seconds to move the actor's weights into the engine (a reshard on a shared pool,
+    a transfer between pools); both pools are busy for it."""
     switch_s: float = 0.0
     """Seconds a pool spends swapping one model for another (offload/onload) when consecutive
     phases run different models on it."""
     mode: str = "sync"
     staleness: float = 0.0
-    """Async: the engine may start group g once it holds version v with
-    g < floor((v + 1 + staleness) B): 0 = on-policy, 1 = one-step-off."""
+    """In async mode the engine may start group g once it holds version v with
+    g < floor((v + 1 + staleness) B); 0 = on-policy, 1 = one-step-off."""
     partial_rollout: bool = True
-    """Async: pause in-flight samples across a weight sync (they finish with the new weights)
-    instead of draining them before it."""
+    """In async mode, pause in-flight samples across a weight sync (they finish with the new
+    weights) instead of draining them before it."""
     minibatches: int = 1
-    """Async: updates per version, each on B / minibatches groups as soon as they are ready."""
+    """In async mode, updates per version, each on B / minibatches groups once they are ready."""
     consume: str = "ready"
-    """Async: which ready groups an update takes — ``"ready"``, the first ready whatever batch
-    they were sampled for (streaming: verl fully async, AReaL), or ``"batch"``, only those of
-    its own batch (batch b = groups b B .. (b + 1) B - 1: verl's one-step-off)."""
+    """In async mode, which ready groups an update takes — ``"ready"``, the first ready whatever
+    batch they were sampled for (streaming, as verl fully async and AReaL), or ``"batch"``, only
+    those of its own batch (batch b = groups b B .. (b + 1) B - 1, as verl's one-step-off)."""
     fuse_logps: bool = False
     """Run the old and reference log-prob passes as one phase (one fixed cost, one switch) when
     they share a pool."""
@@ -190,7 +190,7 @@ class RLSystem:
 
     @property
     def roles(self) -> tuple:
-        """Roles that run: rollout, actor and those of the phases in ``costs``."""
+        """The roles that run (rollout, actor and those of the phases in ``costs``)."""
         used = {"rollout", "actor", *(TRAIN_PHASES[p] for p in self.costs)}
         return tuple(r for r in ROLES if r in used)
 
@@ -201,7 +201,7 @@ class RLSystem:
 
     @property
     def replicas(self) -> int:
-        """Rollout replicas: the rollout pool's GPUs // Engine.tp."""
+        """The number of rollout replicas, the rollout pool's GPUs // Engine.tp."""
         return self.pools[self.placement["rollout"]] // self.engine.tp
 
     @classmethod
