@@ -19,8 +19,8 @@ REPO = Path(__file__).resolve().parents[1]
 API = REPO / "book" / "api"
 
 # one page per entry: book/api/<name>.md documents rlmperf_lite.<name>
-SUBPACKAGES = ["nn", "tasks", "rl", "workdepth", "variant_costs", "cost", "parallel", "sim", "views",
-               "checks", "exercises"]
+SUBPACKAGES = ["nn", "tasks", "rl", "workdepth", "variant_costs", "cost", "parallel", "sim",
+               "views", "checks", "exercises"]
 
 DIRECTIVE = re.compile(r"^\s*\.\. (auto(?:module|class|function|data|exception|method|"
                        r"attribute|property|decorator))::\s*(\S+)\s*$")

@@ -24,8 +24,8 @@ from rlmperf_lite.workdepth import ppo_step_workdepth
 
 REPO = Path(__file__).resolve().parents[1]
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
-CHAPTERS = {f"ch0{n}": (next((REPO / "book").glob(f"ch0{n}_*.md")),
-                        REPO / "notebooks" / f"ch0{n}_lab.ipynb") for n in range(1, 10)}
+CHAPTERS = {f"ch{n:02d}": (next((REPO / "book").glob(f"ch{n:02d}_*.md")),
+                          REPO / "notebooks" / f"ch{n:02d}_lab.ipynb") for n in range(1, 11)}
 
 
 # ---- check_answer ----------------------------------------------------------------------------
@@ -85,7 +85,7 @@ def test_bad_rtol_names_rtol(rtol):
 def test_answers_lists_ids_in_order_and_by_chapter():
     ids = answers()
     assert ids == list(exercises.REGISTRY) and len(ids) == len(set(ids))
-    assert all(re.fullmatch(r"ch0[1-9]\.[1-9][a-z]?", i) for i in ids), ids
+    assert all(re.fullmatch(r"ch(0[1-9]|1[0-9])\.[1-9][a-z]?", i) for i in ids), ids
     assert answers("ch02") == ["ch02.1", "ch02.2", "ch02.3"]
     assert answers("ch42") == []
     with pytest.raises(ValueError, match="^prefix"):

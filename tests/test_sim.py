@@ -141,3 +141,27 @@ def test_verl_staleness_ablation_shape():
     assert abs(published[0.5] - published[0.3]) < 0.05 * published[0.0]
     assert rows[None] > rows[0.0]
     assert VERL_STALENESS_ABLATION["colocated_sync_step_s"] > published[0.0]
+
+
+def test_overlapping_the_reward_never_delays_the_step():
+    """Scoring groups while generation runs leaves the log-prob passes starting at the end of
+    generation and only the updates waiting for the scores, so with the reward model on its own
+    pool the overlapped step is never slower (PPO, critic and reward model apart)."""
+    wl = Workload(prompts=8, group_size=4, mean_response_len=300, max_response_len=2000)
+    for gpus, rollout in ((32, 16), (32, 24), (16, 8)):
+        times = [simulate(system_from_cost("qwen2.5-7b", "h100-sxm", wl, placement="hybrid",
+                                           gpus=gpus, rollout_gpus=rollout, algo="ppo",
+                                           reward_model="qwen2.5-7b", overlap_reward=o),
+                          wl, 4).step_time_s for o in (False, True)]
+        assert times[1] <= times[0] * (1 + 1e-12), (gpus, rollout, times)
+
+
+def test_hybrid_placement_puts_critic_and_reward_apart():
+    wl = Workload(prompts=8, group_size=4, mean_response_len=300, max_response_len=2000)
+    s = system_from_cost("qwen2.5-7b", "h100-sxm", wl, placement="hybrid", gpus=32,
+                         rollout_gpus=24, algo="ppo")
+    assert s.pools == {"actor": 24, "critic": 8, "cpu": 1}
+    assert s.placement["critic"] == "critic" and s.placement["rollout"] == "actor"
+    with pytest.raises(ValueError, match="hybrid placement"):
+        system_from_cost("qwen2.5-7b", "h100-sxm", wl, placement="hybrid", gpus=32,
+                         rollout_gpus=24, algo="grpo")

@@ -28,14 +28,17 @@ def _grid():
 
 def test_staleness_zero_is_the_synchronous_schedule():
     """Async with staleness 0 and one update per version replays the synchronous schedule
-    event for event (two independent implementations), on every system of the grid."""
+    event for event (two independent implementations), on every system of the grid, with
+    rewards scored after generation or during it."""
     for seed, sync_s, sigma, slots, _ in _grid():
         wl = _workload(seed, sigma)
         kw = dict(engine=_engine(5e-4, slots), costs=COSTS, weight_sync_s=sync_s)
         sync = simulate(RLSystem.disaggregated(2, 2, **kw), wl, 6)
-        for partial in (True, False):
+        for partial, overlap in ((True, False), (False, False), (True, True)):
+            if overlap:
+                sync = simulate(RLSystem.disaggregated(2, 2, overlap_reward=True, **kw), wl, 6)
             a = simulate(RLSystem.disaggregated(2, 2, mode="async", partial_rollout=partial,
-                                                **kw), wl, 6)
+                                                overlap_reward=overlap, **kw), wl, 6)
             np.testing.assert_allclose(a.step_end_s, sync.step_end_s, rtol=1e-12)
             order_a, order_s = np.argsort(a.samples["group"], kind="stable"), \
                 np.argsort(sync.samples["group"], kind="stable")

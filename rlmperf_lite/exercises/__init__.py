@@ -1,4 +1,4 @@
-"""Answers to the labs' exercises, computed by the library when asked (book Labs 1–9).
+"""Answers to the labs' exercises, computed by the library when asked (book Labs 1–13).
 
 Each lab ends with exercises, each followed by its worked solution (folded in the full edition
 of the book, left out of the student edition). Where an answer is a number, the solution ends
@@ -24,10 +24,11 @@ from ._answer import Answer
 from .labs1_3 import ANSWERS as _PART1
 from .labs4_6 import ANSWERS as _PART2
 from .labs7_9 import ANSWERS as _PART3
+from .labs10 import ANSWERS as _LAB10
 
 __all__ = ["Answer", "REGISTRY", "answers", "check_answer", "expected_answer"]
 
-REGISTRY: dict[str, Answer] = {**_PART1, **_PART2, **_PART3}
+REGISTRY: dict[str, Answer] = {**_PART1, **_PART2, **_PART3, **_LAB10}
 """Exercise id -> :class:`Answer`."""
 
 

@@ -1,4 +1,7 @@
-"""RL algorithms on the tiny LM: advantages, losses, GAE, GRPO (book Part I)."""
+"""RL algorithms on the tiny LM: advantages, losses, GAE, GRPO (book Part I), and GRPO run
+asynchronously with bounded staleness (book Chapter 11)."""
+from .async_grpo import (OBJECTIVES, AsyncGRPOConfig, behav_importance_weights,
+                         objective_inputs, train_async_grpo)
 from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages,
                          rloo_advantages)
 from .evaluate import evaluate
@@ -18,4 +21,6 @@ __all__ = ["grpo_advantages", "rloo_advantages", "reinforce_pp_advantages", "che
            "policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
            "aggregate_weights", "aggregate_loss", "AGG_MODES", "value_loss", "value_loss_grad",
            "overlong_penalty", "warm_start", "PPOConfig", "train_ppo",
-           "categorical_kl_gradients", "SweepRun", "run_sweep", "sweep_table"]
+           "categorical_kl_gradients", "SweepRun", "run_sweep", "sweep_table",
+           "AsyncGRPOConfig", "OBJECTIVES", "behav_importance_weights", "objective_inputs",
+           "train_async_grpo"]

@@ -1,9 +1,10 @@
 """Asynchronous RL on a disaggregated cluster: a discrete-event simulation of the rollout
 engine running ahead of the trainer (book Chapter 11).
 
-Events, in time order: a sample ends (its slot takes the next queued sample), a group becomes
-ready (all G samples done, and scored if ``overlap_reward``), an update ends, a weight sync
-ends. The rules:
+Events, in time order: a sample ends (its slot takes the next queued sample; the last of a
+group makes the group ready for training, and with ``overlap_reward`` sends it to be scored
+while generation goes on — an update waits for its groups' scores), an update ends, a weight
+sync ends. The rules:
 
 - Admission (freshness control): holding version v, the engine may take groups
   g < floor((v + 1 + staleness) B) — verl's ``staleness_threshold`` (its rollout count per
@@ -63,6 +64,7 @@ class _Run:
         self.reps = [Replica(system.engine) for _ in range(system.replicas)]
         self.n_running = 0
         self.left_in_group = np.full(self.n_groups, G)
+        self.scored_s: dict[int, float] = {}                  # overlap_reward: group -> scored
         self.ready = deque()                                  # consume="ready"
         self.ready_in_batch = [deque() for _ in range(steps + 1)]  # consume="batch"
         self.events, self.seq = [], 0
@@ -118,14 +120,12 @@ class _Run:
         self.left_in_group[g] -= 1
         if self.left_in_group[g] == 0:
             reward = self.sys.costs.get("reward")
-            if self.sys.overlap_reward and reward is not None:
+            if self.sys.overlap_reward and reward is not None:   # scored while others run
                 pool = self.sys.placement["reward"]
                 tokens = float((self.wl.prompt_len + self.lengths[g]).sum())
-                done = self.clock.run(pool, "reward", "reward", t,
-                                      reward.time_s(tokens, self.sys.pools[pool]), self.v_train)
-                self.push(done, "ready", g)
-            else:
-                self.on_ready(t, g)
+                self.scored_s[g] = self.clock.run(pool, "reward", "reward", t, reward.time_s(
+                    tokens, self.sys.pools[pool]), self.v_train)
+            self.on_ready(t, g)
         if self.draining and not self.n_running:
             self.begin_sync(t)
         self.fill(t, [r])
@@ -134,7 +134,7 @@ class _Run:
 
     def on_ready(self, t, g):
         G = self.wl.group_size
-        self.col["ready_s"][g * G:(g + 1) * G] = t
+        self.col["ready_s"][g * G:(g + 1) * G] = self.scored_s.get(g, t)
         if self.sys.consume == "batch":
             if g // self.wl.prompts <= self.steps:
                 self.ready_in_batch[g // self.wl.prompts].append(g)
@@ -154,8 +154,10 @@ class _Run:
         for g in groups:
             self.col["consumed_step"][g * G:(g + 1) * G] = self.v_train
         tokens = float((self.wl.prompt_len + self.lengths[groups]).sum())
+        scored = [self.scored_s[g] for g in groups if g in self.scored_s]
         weights, _ = run_train_phases(self.clock, t, tokens, self.v_train,
-                                      skip_reward=self.sys.overlap_reward)
+                                      skip_reward=self.sys.overlap_reward,
+                                      rewards_ready_s=max(scored) if scored else None)
         self.training = True
         self.push(max(weights, self.clock.free_s[self.sys.placement["actor"]]), "trained")
 
@@ -201,8 +203,6 @@ class _Run:
             t, _, kind, data = heapq.heappop(self.events)
             if kind == "end":
                 self.on_end(t, data)
-            elif kind == "ready":
-                self.on_ready(t, data)
             elif kind == "trained":
                 self.on_trained(t)
             else:

@@ -23,10 +23,10 @@ from ..cost import (ParallelPlan, decode_step_bytes, decode_step_flops, estimate
                     hardware_preset, kv_cache_bytes_per_token, model_preset, reshard_time_s)
 from ..cost.model import ModelConfig
 from ..cost.rollout import rollout_tp
-from .system import Engine, PhaseCost, RLSystem
+from .system import CPU, ROLES, Engine, PhaseCost, RLSystem
 from .workload import Workload
 
-__all__ = ["engine_from_cost", "costs_from_cost", "system_from_cost"]
+__all__ = ["PLACEMENTS", "engine_from_cost", "costs_from_cost", "system_from_cost"]
 
 _PHASES = {"old_logprobs": "old_logp", "ref_logprobs": "ref_logp", "reward": "reward",
            "critic_values": "values", "actor_update": "actor_update",
@@ -89,35 +89,48 @@ def costs_from_cost(algo: str, actor, hardware, workload: Workload, *, kl_coef: 
             for p in est.phases if p.name in _PHASES}
 
 
+PLACEMENTS = ("colocated", "disaggregated", "hybrid")
+
+
 def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "colocated",
                      gpus: int = 8, rollout_gpus: int | None = None, algo: str = "grpo",
                      kl_coef: float = 0.0, recompute_old_logprobs: bool = True,
                      reward_model=None, train_efficiency: float = 0.4,
                      decode_efficiency: float = 0.6, max_num_seqs: int = 256,
                      name: str = "", **system_kw) -> RLSystem:
-    """An :class:`~rlmperf_lite.sim.RLSystem` of ``actor`` on ``gpus`` GPUs of ``hardware``: all
-    colocated, or disaggregated with ``rollout_gpus`` of them generating (the rest training).
-    A reward model (``reward_model``) runs with the trainer; without one the reward is a rule
-    on the CPU.
-    ``system_kw`` go to :class:`~rlmperf_lite.sim.RLSystem` (mode, staleness, minibatches, ...).
+    """An :class:`~rlmperf_lite.sim.RLSystem` of ``actor`` on ``gpus`` GPUs of ``hardware``:
+
+    - ``"colocated"``: every model on the ``gpus``, time-shared;
+    - ``"disaggregated"``: the engine on ``rollout_gpus``, all training on the rest;
+    - ``"hybrid"``: the engine, actor and reference time-share ``rollout_gpus`` GPUs, and the
+      critic and reward model get the rest (NeMo-Aligner's split; needs PPO or a reward
+      model).
+
+    A reward model (``reward_model``) runs with the trainer (hybrid: apart); without one the
+    reward is a rule on the CPU. ``system_kw`` go to :class:`~rlmperf_lite.sim.RLSystem`
+    (mode, staleness, minibatches, ...).
 
     Raises:
         ValueError: naming the argument — an unknown placement, ``rollout_gpus`` missing or not
-            leaving training GPUs, or from the cost models.
+            leaving training GPUs, a hybrid with nothing to put apart, or from the cost models
+            and :class:`~rlmperf_lite.sim.RLSystem`.
     """
-    check_choice("placement", placement, ("colocated", "disaggregated"))
+    check_choice("placement", placement, PLACEMENTS)
     check_int("gpus", gpus, 1)
     hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
     actor = _model(actor)
     if not isinstance(actor, ModelConfig):
         raise ValueError(f"actor must be a ModelConfig or a preset name, got {actor!r}")
-    if placement == "disaggregated":
-        if rollout_gpus is None or not isinstance(rollout_gpus, int) or \
+    if placement != "colocated":
+        if not isinstance(rollout_gpus, int) or isinstance(rollout_gpus, bool) or \
                 not 0 < rollout_gpus < gpus:
             raise ValueError(f"rollout_gpus must be an int in [1, gpus - 1] = [1, {gpus - 1}] "
-                             f"when disaggregated, got {rollout_gpus!r}")
-    gen_gpus = rollout_gpus if placement == "disaggregated" else gpus
-    train_gpus = gpus - rollout_gpus if placement == "disaggregated" else gpus
+                             f"for a {placement} placement, got {rollout_gpus!r}")
+    if placement == "hybrid" and algo != "ppo" and reward_model is None:
+        raise ValueError("a hybrid placement puts the critic and the reward model on their own "
+                         "GPUs: use algo='ppo' or give a reward_model")
+    gen_gpus = gpus if placement == "colocated" else rollout_gpus
+    train_gpus = gpus - rollout_gpus if placement == "disaggregated" else gen_gpus
     engine = engine_from_cost(actor, hw, workload, gen_gpus, max_num_seqs=max_num_seqs,
                               decode_efficiency=decode_efficiency,
                               train_efficiency=train_efficiency)
@@ -125,11 +138,21 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
                             recompute_old_logprobs=recompute_old_logprobs,
                             train_efficiency=train_efficiency)
     sync_s = reshard_time_s(actor, hw, ParallelPlan(dp=train_gpus, zero_stage=3), engine.tp,
-                            mode=placement)
-    build = RLSystem.colocated if placement == "colocated" else RLSystem.disaggregated
-    sizes = (gpus,) if placement == "colocated" else (rollout_gpus, train_gpus)
-    return build(*sizes, engine=engine, costs=costs, weight_sync_s=sync_s,
-                 reward_on_cpu=reward_model is None,
-                 name=name or f"{actor.name} {placement} {'/'.join(map(str, sizes))}",
-                 **system_kw)
-
+                            mode="disaggregated" if placement == "disaggregated" else "colocated")
+    cpu = {CPU: 1} if reward_model is None else {}
+    if placement == "colocated":
+        pools = {"all": gpus, **cpu}
+        where = {r: "all" for r in ROLES}
+    elif placement == "disaggregated":
+        pools = {"rollout": rollout_gpus, "train": train_gpus, **cpu}
+        where = {**{r: "train" for r in ROLES}, "rollout": "rollout"}
+    else:
+        pools = {"actor": rollout_gpus, "critic": gpus - rollout_gpus, **cpu}
+        where = {"rollout": "actor", "actor": "actor", "ref": "actor", "critic": "critic",
+                 "reward": "critic"}
+    if reward_model is None:
+        where["reward"] = CPU
+    sizes = "+".join(str(n) for p, n in pools.items() if p != CPU)
+    return RLSystem(pools=pools, placement=where, engine=engine, costs=costs,
+                    weight_sync_s=sync_s, name=name or f"{actor.name} {placement} {sizes}",
+                    **system_kw)

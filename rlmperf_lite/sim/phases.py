@@ -77,11 +77,14 @@ def _phases(system: RLSystem, skip_reward: bool) -> list:
 
 
 def run_train_phases(clock: PoolClock, ready_s: float, tokens: float, step: int, *,
-                     skip_reward: bool = False) -> tuple[float, float]:
+                     skip_reward: bool = False,
+                     rewards_ready_s: float | None = None) -> tuple[float, float]:
     """Schedule the phases after generation for samples of ``tokens`` tokens available at
-    ``ready_s``; returns (actor_update end = new weights ready, end of the last phase)."""
+    ``ready_s``; returns (actor_update end = new weights ready, end of the last phase). With
+    ``skip_reward`` the rewards were computed elsewhere (overlapped with generation) and are
+    all in at ``rewards_ready_s``: only the updates wait for them."""
     system = clock.system
-    done = {}
+    done = {} if rewards_ready_s is None else {"reward": rewards_ready_s}
     for phase, role, cost in _phases(system, skip_reward):
         ready = max([ready_s] + [done[d] for d in _DEPS[phase] if d in done])
         pool = system.placement[role]

@@ -72,13 +72,14 @@ def simulate_sync(system: RLSystem, workload: Workload, steps: int):
                                      reward.time_s(tokens_g[b], system.pools[reward_pool]), s)
         cols["start_s"][s], cols["end_s"][s], cols["replica"][s] = start, end, rep
         cols["ready_s"][s] = ready[:, None]
-        new_weights, _ = run_train_phases(clock, float(ready.max()), float(tokens_g.sum()), s,
-                                          skip_reward=system.overlap_reward)
+        overlap = system.overlap_reward and reward is not None
+        new_weights, _ = run_train_phases(clock, float(end.max()), float(tokens_g.sum()), s,
+                                          skip_reward=system.overlap_reward,
+                                          rewards_ready_s=float(ready.max()) if overlap else None)
         t0 = max(new_weights, clock.free_s[rollout_pool], clock.free_s[actor_pool])
         t1 = t0 + system.weight_sync_s
         for pool in {rollout_pool, actor_pool}:
             clock.free_s[pool] = t1
-        clock.holds[rollout_pool] = "rollout"
         syncs.append((t0, t1))
         weights_in_engine = step_end[s] = t1
     samples = {k: v.reshape(-1) for k, v in cols.items()}

@@ -11,6 +11,9 @@ from .pp_views import (bytes_per_rank_chart, expert_load_chart, gantt_grid_chart
                        pipeline_bubble_chart, pipeline_bubble_grid, pipeline_gantt_chart,
                        pipeline_gantt_grid, pipeline_widget, plan_table_html, planner_widget,
                        rejection_summary, rejection_table_html)
+from .sim_views import (compare_table_html, placement_grid, placement_grid_chart,
+                        placement_system, placement_widget, split_chart, timeline_chart,
+                        utilisation_chart)
 from .static_calculators import (estimate_calculator_chart, estimate_grid, static_chart,
                                  static_chart_html)
 from .tp_views import (activation_chart, bytes_by_axis_chart, ring_work_chart, shard_shapes_html,
@@ -31,4 +34,6 @@ __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdep
            "pipeline_gantt_grid", "pipeline_widget", "plan_table_html", "planner_widget",
            "rejection_summary", "rejection_table_html",
            "activation_chart", "bytes_by_axis_chart", "ring_work_chart", "shard_shapes_html",
-           "tp_grid", "tp_grid_chart", "tp_plan_results", "tp_scaling_chart", "tp_widget"]
+           "tp_grid", "tp_grid_chart", "tp_plan_results", "tp_scaling_chart", "tp_widget",
+           "compare_table_html", "placement_grid", "placement_grid_chart", "placement_system",
+           "placement_widget", "split_chart", "timeline_chart", "utilisation_chart"]
