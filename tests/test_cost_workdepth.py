@@ -22,8 +22,12 @@ def test_expected_max_of_exponentials_is_the_harmonic_number():
         harmonic = sum(1 / k for k in range(1, G + 1))
         assert expected_max_length(x, G) == pytest.approx(harmonic, rel=2e-3)
     assert expected_max_length([5, 5, 5], 8) == 5
+    grid = x.reshape(1000, 200)                          # a 2-D array is its flattened sample
+    assert expected_max_length(grid, 16) == expected_max_length(x, 16)
     with pytest.raises(ValueError, match="lengths"):
         expected_max_length([], 4)
+    with pytest.raises(ValueError, match="lengths"):
+        expected_max_length(np.ones((2, 2, 2)), 4)
 
 
 def test_toy_forward_depth_matches_the_chapter_1_calculator():

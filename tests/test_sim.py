@@ -165,3 +165,26 @@ def test_hybrid_placement_puts_critic_and_reward_apart():
     with pytest.raises(ValueError, match="hybrid placement"):
         system_from_cost("qwen2.5-7b", "h100-sxm", wl, placement="hybrid", gpus=32,
                          rollout_gpus=24, algo="grpo")
+
+
+def test_training_states_must_fit_the_training_pool():
+    """Qwen2.5-72B's 16 bytes per parameter on 4 training GPUs is ~290 GB each: refused, naming
+    the fix; on 32 training GPUs it fits."""
+    wl = Workload(prompts=8, group_size=4, mean_response_len=300, max_response_len=2000)
+    with pytest.raises(ValueError, match="give training more GPUs"):
+        system_from_cost("qwen2.5-72b", "h100-sxm", wl, placement="disaggregated", gpus=12,
+                         rollout_gpus=8)
+    system_from_cost("qwen2.5-72b", "h100-sxm", wl, placement="disaggregated", gpus=40,
+                     rollout_gpus=8)
+
+
+def test_steady_state_window_skips_the_engines_head_start():
+    """The steady state is the second half of the run, or later when the head start
+    (ceil(staleness) + 1 steps) is longer; never the whole run."""
+    wl = Workload(prompts=8, group_size=4, mean_response_len=300, max_response_len=2000)
+    eng = Engine(decode_base_s=0.01, slots=64)
+    for s, steps, warm in ((0.5, 12, 6), (4, 8, 5), (9, 8, 7)):
+        r = simulate(RLSystem.disaggregated(2, 2, engine=eng, costs=COSTS, mode="async",
+                                            staleness=s), wl, steps)
+        assert r.warmup_steps == warm
+        assert r.step_time_s == pytest.approx(r.step_times_s[warm:].mean())

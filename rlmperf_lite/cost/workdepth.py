@@ -26,14 +26,14 @@ __all__ = ["expected_max_length", "forward_depth", "rl_step_workdepth"]
 
 def expected_max_length(lengths, group_size: int) -> float:
     """E[max of ``group_size`` independent draws] from the empirical distribution of
-    ``lengths``: sum over the sorted sample x_(1) <= ... <= x_(n) of
+    ``lengths`` (a 1-D or 2-D array, flattened): sum over the sorted sample x_(1) <= ... <= x_(n) of
     x_(k) ((k / n)^G - ((k - 1) / n)^G), exact for that distribution.
 
     Raises:
         ValueError: naming ``lengths`` (empty, negative or not real numbers) or
             ``group_size``.
     """
-    x = np.sort(check_real_array("lengths", lengths, low=0).reshape(-1))
+    x = np.sort(check_real_array("lengths", lengths, max_ndim=2, low=0).reshape(-1))
     check_int("group_size", group_size, 1)
     n = x.size
     k = np.arange(1, n + 1)

@@ -20,7 +20,8 @@ import math
 
 from ..checks import check_choice, check_int, check_number
 from ..cost import (ParallelPlan, decode_step_bytes, decode_step_flops, estimate_rl_step,
-                    hardware_preset, kv_cache_bytes_per_token, model_preset, reshard_time_s)
+                    hardware_preset, kv_cache_bytes_per_token, model_preset, model_state_bytes,
+                    reshard_time_s)
 from ..cost.model import ModelConfig
 from ..cost.rollout import rollout_tp
 from .system import CPU, ROLES, Engine, PhaseCost, RLSystem
@@ -112,8 +113,9 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
 
     Raises:
         ValueError: naming the argument — an unknown placement, ``rollout_gpus`` missing or not
-            leaving training GPUs, a hybrid with nothing to put apart, or from the cost models
-            and :class:`~rlmperf_lite.sim.RLSystem`.
+            leaving training GPUs, training states (16 bytes per trained parameter, sharded
+            over the training GPUs) that exceed a GPU's memory, a hybrid with nothing to put
+            apart, or from the cost models and :class:`~rlmperf_lite.sim.RLSystem`.
     """
     check_choice("placement", placement, PLACEMENTS)
     check_int("gpus", gpus, 1)
@@ -137,6 +139,14 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
     costs = costs_from_cost(algo, actor, hw, workload, kl_coef=kl_coef, reward=reward_model,
                             recompute_old_logprobs=recompute_old_logprobs,
                             train_efficiency=train_efficiency)
+    # the trained models' states, ZeRO-3-sharded over the pool that trains them, must fit
+    trained = 2 if algo == "ppo" else 1
+    states = trained * model_state_bytes(actor.num_params()) / train_gpus
+    if states > hw.hbm_bytes:
+        raise ValueError(f"{trained} trained {actor.name} model(s) need {states / 1e9:.0f} GB "
+                         f"of states per GPU on {train_gpus} training GPUs (ZeRO-3, 16 bytes "
+                         f"per parameter); {hw.name} has {hw.hbm_bytes / 1e9:.0f} GB: give "
+                         f"training more GPUs")
     sync_s = reshard_time_s(actor, hw, ParallelPlan(dp=train_gpus, zero_stage=3), engine.tp,
                             mode="disaggregated" if placement == "disaggregated" else "colocated")
     cpu = {CPU: 1} if reward_model is None else {}

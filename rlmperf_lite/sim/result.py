@@ -2,6 +2,7 @@
 utilisation per pool, staleness of the samples trained on (book Chapters 10 and 11)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,8 +47,11 @@ class SimResult:
     @property
     def warmup_steps(self) -> int:
         """The first half of the run, left out of the steady state (the same window for every
-        system run for the same number of steps, so their step times compare)."""
-        return self.steps // 2
+        system run for the same number of steps, so their step times compare) — or more, up to
+        all steps but one, when the engine's head start, ceil(staleness) + 1 steps, is
+        longer: run at least 2 (ceil(staleness) + 1) steps for a steady state."""
+        head = math.ceil(self.system.staleness) + 1 if self.system.mode == "async" else 0
+        return min(max(self.steps // 2, head), self.steps - 1)
 
     @property
     def step_times_s(self) -> np.ndarray:
