@@ -188,3 +188,18 @@ def test_steady_state_window_skips_the_engines_head_start():
                                             staleness=s), wl, steps)
         assert r.warmup_steps == warm
         assert r.step_time_s == pytest.approx(r.step_times_s[warm:].mean())
+
+
+def test_async_results_keep_the_samples_the_engine_ran_ahead_on():
+    """An engine two versions ahead has started samples no update has used when the run ends:
+    they count in its utilisation (consumed_step -1, cut at the run's end if still running)
+    but not in the tokens trained on or the staleness."""
+    wl = Workload(prompts=8, group_size=4, mean_response_len=300, max_response_len=2000)
+    r = simulate(RLSystem.disaggregated(2, 2, engine=Engine(0.01, slots=64), costs=COSTS,
+                                        mode="async", staleness=2), wl, 6)
+    ahead = ~r.trained
+    assert ahead.sum() > 0 and np.all(r.samples["consumed_step"][ahead] == -1)
+    assert np.all(r.samples["end_s"] <= r.step_end_s[-1])
+    assert r.staleness.size == r.trained.sum() == 6 * wl.samples_per_step
+    assert r.tokens_per_step == pytest.approx(
+        (wl.prompt_len + r.samples["response_len"][r.trained]).sum() / 6)

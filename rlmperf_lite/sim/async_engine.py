@@ -190,6 +190,8 @@ class _Run:
         self.in_sync = False
         self.v_engine = self.v_train
         self.step_end[self.v_train - 1] = t
+        if self.v_engine >= self.steps:       # the run ends with its last sync
+            return
         for r, rep in enumerate(self.reps):
             if rep.paused:
                 rep.resume(t)
@@ -212,12 +214,15 @@ class _Run:
 
 def simulate_async(system: RLSystem, workload: Workload, steps: int):
     """Run the asynchronous system until ``steps`` versions are trained and synced; returns a
-    :class:`~rlmperf_lite.sim.SimResult` whose samples are those trained on."""
+    :class:`~rlmperf_lite.sim.SimResult` holding every sample the engine started (those not
+    trained on by then have ``consumed_step`` -1; those still running end with the run)."""
     from .result import SimResult
     run = _Run(system, workload, steps).run()
     G = workload.group_size
-    keep = ~np.isnan(run.col["consumed_step"])
+    keep = ~np.isnan(run.col["start_s"])            # every sample the engine started
     samples = {k: v[keep] for k, v in run.col.items()}
+    samples["consumed_step"] = np.nan_to_num(samples["consumed_step"], nan=-1.0)
+    samples["end_s"] = np.nan_to_num(samples["end_s"], nan=float(run.step_end[-1]))  # running
     samples["response_len"] = run.lengths.reshape(-1)[keep].astype(float)
     samples["group"] = np.repeat(np.arange(run.n_groups), G)[keep]
     return SimResult(system=system, workload=workload, steps=steps, samples=samples,

@@ -84,6 +84,7 @@ _NRL = GH + "NVIDIA-NeMo/RL/blob/main/"
 _AREAL = GH + "inclusionAI/AReaL/blob/main/"
 _SLIME = GH + "THUDM/slime/blob/main/"
 _ROLL = GH + "alibaba/ROLL/blob/main/"
+_REAL = GH + "openpsi-project/ReaLHF/blob/main/"
 
 FRAMEWORKS: dict[str, FrameworkFacts] = {f.name: f for f in (
     FrameworkFacts(
@@ -292,15 +293,15 @@ FRAMEWORKS: dict[str, FrameworkFacts] = {f.name: f for f in (
         claim_inputs="LLaMA models up to 70B on up to 128 GPUs; GPU type and baseline "
                      "unconfirmed",
         sources={
-            "placement_default": "arXiv:2406.14088 abstract; " + GH +
-                                 "openpsi-project/ReaLHF docs/source/quickstart.rst (@0dbc9338)",
-            "placements_other": GH + "openpsi-project/ReaLHF docs/source/arch.rst (@309563d4)",
-            "rollout_engines": GH + "openpsi-project/ReaLHF docs/source/arch.rst (@309563d4); "
+            "placement_default": "arXiv:2406.14088 abstract; " + _REAL +
+                                 "docs/source/quickstart.rst (@0dbc9338)",
+            "placements_other": _REAL + "docs/source/arch.rst (@309563d4)",
+            "rollout_engines": _REAL + "docs/source/arch.rst (@309563d4); "
                                     "README.md (@073e9c64)",
-            "training_backends": GH + "openpsi-project/ReaLHF docs/source/arch.rst",
+            "training_backends": _REAL + "docs/source/arch.rst",
             "modes": "arXiv:2406.14088 abstract",
             "staleness_knob": "arXiv:2406.14088 abstract",
-            "runtime": GH + "openpsi-project/ReaLHF docs/source/arch.rst (@309563d4); "
+            "runtime": _REAL + "docs/source/arch.rst (@309563d4); "
                             "docs/source/distributed.rst (@023026a1)",
             "weight_sync": "arXiv:2406.14088 abstract",
             "headline_claim": "arXiv:2406.14088v2 abstract; "
@@ -520,12 +521,16 @@ class FrameworkPreset:
     layout: str
     mode: str = "sync"
     rollout_share: float | None = None
-    """Disaggregated: the share of GPUs that generate (rounded to whole replicas)."""
+    """For a disaggregated layout, the share of GPUs that generate (rounded to whole
+    replicas)."""
     critic_share: float | None = None
-    """Split: the share of GPUs of the critic + reward-model job."""
+    """For a split layout, the share of GPUs of the critic + reward-model job."""
     staleness: float = 0.0
     partial_rollout: bool = False
     minibatches: int = 1
+    consume: str = "ready"
+    """In async mode, ``"batch"`` when an update trains only the groups of its own batch (a
+    one-step-off recipe), ``"ready"`` when it takes the first ready groups (streaming)."""
     recompute_old_logprobs: bool = True
     reward_model: str | None = None
     """``"actor"``: a reward model of the actor's shape by default (NeMo-Aligner)."""
@@ -539,6 +544,7 @@ class FrameworkPreset:
         check_choice("FrameworkPreset.layout", self.layout,
                      ("colocated", "disaggregated", "separate", "split"))
         check_choice("FrameworkPreset.mode", self.mode, ("sync", "async"))
+        check_choice("FrameworkPreset.consume", self.consume, ("ready", "batch"))
         if self.layout == "disaggregated":
             check_number("FrameworkPreset.rollout_share", self.rollout_share, low=0, high=1,
                          low_open=True, high_open=True)
@@ -559,10 +565,12 @@ PRESETS: dict[str, FrameworkPreset] = {
               f"optimizer states (offload) is not modelled; {_COMMON}"),
     "verl-one-step-off": FrameworkPreset(
         "verl", "disaggregated", mode="async", rollout_share=0.25, staleness=1.0,
+        consume="batch",
         knobs="one_step_off recipe, hybrid_engine=False; 4 rollout : 12 trainer GPUs as in "
               "the doc's 16-GPU run",
-        notes="generation of batch k+1 overlaps training on batch k: staleness 1, samples "
-              "drained before each sync (no partial rollout); split 1:3 from "
+        notes="generation of batch k+1 overlaps training on batch k: staleness 1, each "
+              "update on its own batch, samples drained before each sync (no partial "
+              "rollout); split 1:3 from "
               "docs/advance/one_step_off.md (4 of 16 GPUs generate)"),
     "verl-fully-async": FrameworkPreset(
         "verl", "disaggregated", mode="async", rollout_share=0.5, staleness=0.5,
@@ -653,6 +661,7 @@ PRESETS: dict[str, FrameworkPreset] = {
         "slime", "colocated", knobs="--colocate", notes=f"every role on all GPUs; {_COMMON}"),
     "slime-async": FrameworkPreset(
         "slime", "disaggregated", mode="async", rollout_share=0.5, staleness=1.0,
+        consume="batch",
         knobs="train_async.py (rollout k+1 starts before training k), "
               "--update-weights-interval 1",
         notes="one-step overlap: staleness 1; generation drained before each weight update; "
@@ -699,14 +708,14 @@ PRESETS: dict[str, FrameworkPreset] = {
 """Preset name -> the framework's layout and mode on the simulator (book Table 12.2)."""
 
 DEFAULT_WORKLOAD = Workload(prompts=128)
-"""The presets' default workload (book Chapter 12): 128 prompts x 16 responses, 512-token
+"""The default workload of the presets (book Chapter 12) — 128 prompts x 16 responses, 512-token
 prompts, log-normal responses of mean 2,048 tokens (sigma 1) cut at 8,192 — the simulator's
 default lengths, four times its default batch, so that training is a visible part of a step."""
 
 _COST_KEYS = ("kl_coef", "reward_model", "recompute_old_logprobs", "train_efficiency",
               "decode_efficiency", "max_num_seqs")
 _SYSTEM_KEYS = ("mode", "staleness", "partial_rollout", "minibatches", "fuse_logps",
-                "overlap_reward", "switch_s", "weight_sync_s")
+                "overlap_reward", "switch_s", "weight_sync_s", "consume")
 _LAYOUT_KEYS = ("rollout_share", "critic_share")
 OVERRIDES = _COST_KEYS + _SYSTEM_KEYS + _LAYOUT_KEYS
 """Keyword arguments :func:`framework_system` accepts besides its own."""
@@ -737,7 +746,8 @@ def preset_gpu_split(name: str, gpus: int, tp: int, *, has_third_pool: bool = Tr
     rollout and actor halves), and whether the "split" layout's critic job has any model.
 
     Returns:
-        {pool: GPUs}, pools as :func:`framework_system` names them.
+        A dict pool -> GPUs, pools as :func:`framework_system` names them.
+
     Raises:
         ValueError: naming ``gpus`` when they are too few for the layout.
     """
@@ -778,16 +788,16 @@ def framework_system(name: str, *, actor="qwen2.5-7b", hardware="h100-sxm", gpus
     :func:`~rlmperf_lite.sim.from_cost.system_from_cost` for ``workload`` (default
     :data:`DEFAULT_WORKLOAD`) and ``algo`` (book section 12.2).
 
-    ``overrides`` (any of :data:`OVERRIDES`): cost-model arguments (``kl_coef``,
+    ``overrides`` (any of ``OVERRIDES``): cost-model arguments (``kl_coef``,
     ``reward_model``, ``recompute_old_logprobs``, efficiencies, ``max_num_seqs``),
-    :class:`RLSystem` fields (``mode``, ``staleness``, ``partial_rollout``, ``minibatches``,
-    ``weight_sync_s``, ...), or the layout's ``rollout_share`` / ``critic_share``.
+    :class:`~rlmperf_lite.sim.RLSystem` fields (``mode``, ``staleness``, ``partial_rollout``,
+    ``minibatches``, ``weight_sync_s``, ...), or the layout's ``rollout_share`` / ``critic_share``.
 
     Raises:
         ValueError: naming the parameter — an unknown ``name`` or override, a bad ``gpus``,
             ``workload`` or ``algo``, too few GPUs for the layout, the NeMo-Aligner layout
-            with nothing for its critic job, or from the cost models and :class:`RLSystem`
-            (e.g. ``mode="async"`` on a colocated preset).
+            with nothing for its critic job, or from the cost models and
+            :class:`~rlmperf_lite.sim.RLSystem` (e.g. ``mode="async"`` on a colocated preset).
     """
     p = _preset(name)
     unknown = sorted(set(overrides) - set(OVERRIDES))
@@ -805,7 +815,7 @@ def framework_system(name: str, *, actor="qwen2.5-7b", hardware="h100-sxm", gpus
                "reward_model": model if p.reward_model == "actor" else p.reward_model,
                **{k: overrides[k] for k in _COST_KEYS if k in overrides}}
     sys_kw = {"mode": p.mode, "staleness": p.staleness, "partial_rollout": p.partial_rollout,
-              "minibatches": p.minibatches, "name": name.lower(),
+              "minibatches": p.minibatches, "consume": p.consume, "name": name.lower(),
               **{k: overrides[k] for k in _SYSTEM_KEYS if k in overrides}}
     shares = {k: overrides[k] for k in _LAYOUT_KEYS if k in overrides}
     for k, v in shares.items():
@@ -830,7 +840,7 @@ def framework_system(name: str, *, actor="qwen2.5-7b", hardware="h100-sxm", gpus
         base = system_from_cost(model, hw, wl, placement="disaggregated",
                                 gpus=split["rollout"] + split["actor"],
                                 rollout_gpus=split["rollout"], **common, mode="sync")
-        pools = {k: v for k, v in split.items()}
+        pools = dict(split)
         placement = {"rollout": "rollout", "actor": "actor", "ref": "actor",
                      "critic": "critic" if third else "actor",
                      "reward": "cpu" if on_cpu else "critic"}

@@ -26,13 +26,15 @@ def _union_s(spans, lo: float, hi: float) -> float:
 
 @dataclass
 class SimResult:
-    """One simulated run. ``samples`` holds one entry per sample trained on (arrays of equal
-    length): ``start_s``, ``end_s`` (slot held), ``ready_s`` (group ready for training),
-    ``replica``, ``response_len``, ``group``, ``consumed_step`` (the step whose update used it),
-    ``version_start``/``version_end`` (weight versions it was generated with). ``step_end_s[s]``
-    is when the weights of step s reach the engine; ``sync_windows`` the weight syncs;
-    ``rollout_pauses`` the syncs that paused running samples; ``intervals`` the bars of the
-    phases after generation (:class:`~rlmperf_lite.sim.phases.Interval`)."""
+    """One simulated run. ``samples`` holds one entry per sample the engine started (arrays of
+    equal length): ``start_s``, ``end_s`` (slot held; the run's end if still running),
+    ``ready_s`` (group ready for training), ``replica``, ``response_len``, ``group``,
+    ``consumed_step`` (the step whose update used it; -1 if none had yet: an asynchronous
+    engine runs ahead), ``version_start``/``version_end`` (weight versions it was generated
+    with). Tokens, staleness and work count the samples trained on; utilisation counts all.
+    ``step_end_s[s]`` is when the weights of step s reach the engine; ``sync_windows`` the
+    weight syncs; ``rollout_pauses`` the syncs that paused running samples; ``intervals`` the
+    bars of the phases after generation (:class:`~rlmperf_lite.sim.phases.Interval`)."""
 
     system: RLSystem
     workload: Workload
@@ -66,7 +68,7 @@ class SimResult:
     @property
     def tokens_per_step(self) -> float:
         """Mean prompt + response tokens trained on per step."""
-        tokens = self.workload.prompt_len + self.samples["response_len"]
+        tokens = self.workload.prompt_len + self.samples["response_len"][self.trained]
         return float(tokens.sum() / self.steps)
 
     @property
@@ -75,12 +77,18 @@ class SimResult:
         response tokens of the batch over the step's wall time and every GPU of the job)."""
         return self.tokens_per_step / (self.step_time_s * self.system.gpus)
 
+    @property
+    def trained(self) -> np.ndarray:
+        """Mask of the samples trained on (``consumed_step`` >= 0), shape (samples,)."""
+        return self.samples["consumed_step"] >= 0
+
     # -- staleness --------------------------------------------------------------------------
     @property
     def staleness(self) -> np.ndarray:
         """Versions between the weights that started each sample and those it trained, shape
         (samples,): 0 on-policy."""
-        return self.samples["consumed_step"] - self.samples["version_start"]
+        s = self.samples
+        return (s["consumed_step"] - s["version_start"])[self.trained]
 
     def staleness_counts(self) -> dict:
         """{staleness: samples} over the samples trained on."""
@@ -103,8 +111,8 @@ class SimResult:
         return spans, self.system.pools[pool]
 
     def utilisation(self, window=None) -> dict:
-        """{pool: {"compute", "sync", "switch", "idle"}} shares of the pool's GPU-seconds over
-        ``window`` (default: the whole run), each in [0, 1], summing to 1. A replica counts as
+        """The shares {pool: {"compute", "sync", "switch", "idle"}} of each pool's GPU-seconds
+        over ``window`` (default: the whole run), each in [0, 1], summing to 1. A replica counts as
         computing while it runs at least one sequence (not paused by a sync)."""
         lo, hi = window or (0.0, float(self.step_end_s[-1]))
         out = {}
@@ -136,7 +144,7 @@ class SimResult:
     @property
     def generated_tokens(self) -> float:
         """Response tokens of the samples trained on."""
-        return float(self.samples["response_len"].sum())
+        return float(self.samples["response_len"][self.trained].sum())
 
     @property
     def train_gpu_s(self) -> float:
