@@ -203,3 +203,10 @@ def test_async_results_keep_the_samples_the_engine_ran_ahead_on():
     assert r.staleness.size == r.trained.sum() == 6 * wl.samples_per_step
     assert r.tokens_per_step == pytest.approx(
         (wl.prompt_len + r.samples["response_len"][r.trained]).sum() / 6)
+
+
+def test_a_measured_weight_sync_replaces_the_cost_model():
+    wl = Workload(prompts=8, group_size=4, mean_response_len=300, max_response_len=2000)
+    modelled = system_from_cost("qwen2.5-7b", "h100-sxm", wl, gpus=8)
+    measured = system_from_cost("qwen2.5-7b", "h100-sxm", wl, gpus=8, weight_sync_s=10.0)
+    assert measured.weight_sync_s == 10.0 != modelled.weight_sync_s

@@ -25,11 +25,14 @@ from .labs1_3 import ANSWERS as _PART1
 from .labs4_6 import ANSWERS as _PART2
 from .labs7_9 import ANSWERS as _PART3
 from .labs10 import ANSWERS as _LAB10
+from .labs11 import ANSWERS as _LAB11
 from .labs12 import ANSWERS as _LAB12
+from .labs13 import ANSWERS as _LAB13
 
 __all__ = ["Answer", "REGISTRY", "answers", "check_answer", "expected_answer"]
 
-REGISTRY: dict[str, Answer] = {**_PART1, **_PART2, **_PART3, **_LAB10, **_LAB12}
+REGISTRY: dict[str, Answer] = {**_PART1, **_PART2, **_PART3, **_LAB10, **_LAB11,
+                              **_LAB12, **_LAB13}
 """Exercise id -> :class:`Answer`."""
 
 

@@ -98,7 +98,8 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
                      kl_coef: float = 0.0, recompute_old_logprobs: bool = True,
                      reward_model=None, train_efficiency: float = 0.4,
                      decode_efficiency: float = 0.6, max_num_seqs: int = 256,
-                     name: str = "", **system_kw) -> RLSystem:
+                     weight_sync_s: float | None = None, name: str = "",
+                     **system_kw) -> RLSystem:
     """An :class:`~rlmperf_lite.sim.RLSystem` of ``actor`` on ``gpus`` GPUs of ``hardware``:
 
     - ``"colocated"``: every model on the ``gpus``, time-shared;
@@ -108,8 +109,9 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
       model).
 
     A reward model (``reward_model``) runs with the trainer (hybrid: apart); without one the
-    reward is a rule on the CPU. ``system_kw`` go to :class:`~rlmperf_lite.sim.RLSystem`
-    (mode, staleness, minibatches, ...).
+    reward is a rule on the CPU. ``weight_sync_s`` replaces the cost model's reshard time
+    (:func:`~rlmperf_lite.cost.reshard_time_s`) by a measured or assumed one. ``system_kw`` go
+    to :class:`~rlmperf_lite.sim.RLSystem` (mode, staleness, minibatches, ...).
 
     Raises:
         ValueError: naming the argument — an unknown placement, ``rollout_gpus`` missing or not
@@ -147,8 +149,9 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
                          f"of states per GPU on {train_gpus} training GPUs (ZeRO-3, 16 bytes "
                          f"per parameter); {hw.name} has {hw.hbm_bytes / 1e9:.0f} GB: give "
                          f"training more GPUs")
-    sync_s = reshard_time_s(actor, hw, ParallelPlan(dp=train_gpus, zero_stage=3), engine.tp,
-                            mode="disaggregated" if placement == "disaggregated" else "colocated")
+    sync_s = weight_sync_s if weight_sync_s is not None else reshard_time_s(
+        actor, hw, ParallelPlan(dp=train_gpus, zero_stage=3), engine.tp,
+        mode="disaggregated" if placement == "disaggregated" else "colocated")
     cpu = {CPU: 1} if reward_model is None else {}
     if placement == "colocated":
         pools = {"all": gpus, **cpu}
