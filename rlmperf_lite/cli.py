@@ -1,6 +1,7 @@
 """The ``rlmperf`` command line (also ``python -m rlmperf_lite``), book section 1.6.
 
     rlmperf train --algo {grpo,dr_grpo,dapo,rloo,reinforce_pp,ppo} --seed 0 [--steps N] [--json]
+    rlmperf train --runtime ray [--address ADDR] [--ray-mode {colocated,sync,one_step_off}]
     rlmperf workdepth [--num-layers L ...] [--json]
     rlmperf estimate --model qwen2.5-7b --hardware h100 --algo grpo --prompts 32 \
         --group-size 16 --prompt-len 512 --response-len 4096 --gpus 64 [--json]
@@ -43,8 +44,18 @@ def _train(args) -> int:
         if args.json:
             print(json.dumps(row), flush=True)
 
-    result = train(config, task=task, progress=not args.json, on_step=emit,
-                   eval_every=args.eval_every, stop_at_accuracy=args.stop_at_accuracy)
+    if args.runtime == "ray":
+        if args.algo == "ppo" or args.eval_every or args.stop_at_accuracy is not None:
+            raise ValueError("--runtime ray runs the GRPO family without --eval-every or "
+                             "--stop-at-accuracy; use --algo grpo, dr_grpo, rloo or reinforce_pp")
+        from .distributed import init_ray, train_ray
+        init_ray(args.address)
+        result = train_ray(config, mode=args.ray_mode, on_step=emit)
+    elif args.address is not None:
+        raise ValueError("--address is the Ray cluster of --runtime ray")
+    else:
+        result = train(config, task=task, progress=not args.json, on_step=emit,
+                       eval_every=args.eval_every, stop_at_accuracy=args.stop_at_accuracy)
     summary = {
         "summary": True, "algo": args.algo, "seed": config.seed, "steps": len(result.history),
         "final_reward_mean": result.history[-1]["reward_mean"] if result.history else None,
@@ -134,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="add held-out accuracy to every N-th step's record")
     tr.add_argument("--stop-at-accuracy", type=float, default=None,
                     help="stop once held-out accuracy reaches this (needs --eval-every)")
+    tr.add_argument("--runtime", choices=["local", "ray"], default="local",
+                    help="train in this process, or as Ray actors (rlmperf_lite.distributed)")
+    tr.add_argument("--address", default=None,
+                    help="with --runtime ray: the cluster to join ('auto', 'ray://host:10001'); "
+                         "default: start a local Ray (2 CPUs, 150 MiB object store)")
+    tr.add_argument("--ray-mode", choices=["colocated", "sync", "one_step_off"], default="sync",
+                    help="with --runtime ray: where the roles run and how far rollout runs ahead")
     tr.add_argument("--json", action="store_true", help="one JSON object per line")
     tr.set_defaults(func=_train)
 

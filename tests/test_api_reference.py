@@ -20,7 +20,7 @@ API = REPO / "book" / "api"
 
 # one page per entry: book/api/<name>.md documents rlmperf_lite.<name>
 SUBPACKAGES = ["nn", "tasks", "rl", "workdepth", "variant_costs", "cost", "parallel", "sim",
-               "views", "checks", "exercises"]
+               "distributed", "views", "checks", "exercises"]
 
 DIRECTIVE = re.compile(r"^\s*\.\. (auto(?:module|class|function|data|exception|method|"
                        r"attribute|property|decorator))::\s*(\S+)\s*$")

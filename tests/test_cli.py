@@ -42,3 +42,17 @@ def test_short_train_run_prints_steps_then_summary():
     lines = [json.loads(x) for x in out.stdout.strip().splitlines()]
     assert [r["step"] for r in lines[:-1]] == [0, 1, 2]
     assert {"final_reward_mean", "eval_accuracy", "wall_s"} <= set(lines[-1])
+
+
+def test_train_on_ray_matches_the_in_process_run():
+    """`rlmperf train --runtime ray` (a local Ray, one rollout worker, sync mode) logs the same
+    rewards and losses as the in-process loop for the same seed; --address needs --runtime."""
+    local = rlmperf("train", "--steps", "2", "--json")
+    ray = rlmperf("train", "--steps", "2", "--json", "--runtime", "ray")
+    assert local.returncode == 0 and ray.returncode == 0, ray.stderr[-2000:]
+    rows = [[json.loads(x) for x in out.stdout.strip().splitlines()[:-1]] for out in (local, ray)]
+    for a, b in zip(*rows):
+        assert a["step"] == b["step"] and a["reward_mean"] == b["reward_mean"]
+        assert a["loss"] == b["loss"]
+    out = rlmperf("train", "--steps", "1", "--address", "auto")
+    assert out.returncode == 2 and "--address" in out.stderr and "Traceback" not in out.stderr

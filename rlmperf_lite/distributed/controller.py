@@ -1,0 +1,372 @@
+"""The single controller of the toy GRPO system on Ray (book chapter "A mini RL system on Ray").
+
+One driver process runs the step as a program over remote workers, in HybridFlow's style
+(Sheng et al. 2024, arXiv 2409.19256, §4: a single controller for the dataflow between models,
+each model's own computation inside its workers): sample prompts, send them to the rollout
+workers, send the samples to the reference/reward worker, compute advantages, send the batch to
+the learners, publish the new weights. :func:`~rlmperf_lite.distributed.place_actors` places
+the roles and sets how far the rollout runs ahead (colocated, sync, one-step-off, async).
+
+The numbers are the in-process loops': with one rollout worker and one learner, a run equals
+:func:`rlmperf_lite.rl.train_async_grpo` with the same staleness (and so, at staleness 0,
+:func:`rlmperf_lite.rl.train_grpo`) bit for bit, because the controller draws the prompts from
+the same stream and the rollout worker continues the same sampling stream. W > 1 rollout workers
+each sample a contiguous share of the prompts with a child stream of it (``spawn(W)``): the same
+distribution, other draws. L > 1 learners sum their gradients in another order than one
+learner's backward: equal to float rounding. Each actor's phases come back as a timeline in the
+simulator's format (:class:`~rlmperf_lite.distributed.RayRunResult`), so the measured and the
+predicted run share one chart.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+from ..checks import check_int, check_number
+from ..nn import copy_params
+from ..rl.async_grpo import (AsyncGRPOConfig, _advantages, behav_importance_weights,
+                             objective_inputs)
+from ..rl.common import blas_limits, check_fits_task, lr_factor
+from ..rl.grpo import loss_norms, policy_loss_value
+from ..rl.losses import policy_loss
+from ..rl.warmstart import warm_start
+from ..tasks import AdditionTask
+from .checkpoint import Checkpoint, check_resume, load_checkpoint, save_checkpoint
+from .faults import RolloutPool
+from .modes import place_actors, run_config
+from .result import RayRunResult, phase_times, to_intervals
+from .runtime import init_ray
+from .workers import PhaseLog, _generator
+
+__all__ = ["Controller", "train_ray"]
+
+
+class Controller:
+    """Starts the actors of one run and drives its steps; see the module docstring.
+
+    Args:
+        config: GRPOConfig or AsyncGRPOConfig (``dynamic_sampling`` unsupported).
+        mode: one of :data:`~rlmperf_lite.distributed.MODES`.
+        num_rollout_workers: W; colocated mode needs W = num_learners.
+        num_learners: L data-parallel learners; each gets >= 1 group per minibatch.
+        base_params: the warm-start model (skips the warm-start, as train_grpo's).
+        resume_from: a checkpoint directory to continue from (same config but ``steps``).
+        checkpoint_dir, checkpoint_every: save ``step_NNNNNN/`` every that many steps (0: off).
+        max_worker_replacements: dead rollout workers replaced over the run.
+        cpus_per_actor: Ray CPUs reserved per actor; 0 lets any number share a laptop's cores,
+            set 1 on a cluster to spread actors over nodes.
+    Raises:
+        ValueError: naming the bad argument.
+    """
+
+    def __init__(self, config, *, mode: str = "sync", num_rollout_workers: int = 1,
+                 num_learners: int = 1, task: AdditionTask | None = None,
+                 base_params: dict | None = None, resume_from=None, checkpoint_dir=None,
+                 checkpoint_every: int = 0, max_worker_replacements: int = 2,
+                 cpus_per_actor: float = 0.0):
+        c = self.c = run_config(config, mode)
+        self.mode, self.k = mode, c.staleness
+        check_int("num_rollout_workers", num_rollout_workers, 1)
+        check_int("num_learners", num_learners, 1)
+        check_int("checkpoint_every", checkpoint_every, 0)
+        check_int("max_worker_replacements", max_worker_replacements, 0)
+        check_number("cpus_per_actor", cpus_per_actor, low=0)
+        if task is not None and not isinstance(task, AdditionTask):
+            raise ValueError(f"task must be None or an AdditionTask, got {type(task).__name__}")
+        self.task = task or AdditionTask()
+        check_fits_task(c, self.task)
+        W, L = num_rollout_workers, num_learners
+        if mode == "colocated" and W != L:
+            raise ValueError(f"num_rollout_workers={W} must equal num_learners={L} in colocated "
+                             f"mode (each actor hosts one of each)")
+        if W > c.num_prompts:
+            raise ValueError(f"num_rollout_workers={W} exceeds num_prompts={c.num_prompts}")
+        if c.num_prompts // c.num_minibatches < L:
+            raise ValueError(f"num_learners={L} exceeds the {c.num_prompts // c.num_minibatches}"
+                             f" groups of a minibatch; every learner needs one")
+        if checkpoint_every and checkpoint_dir is None:
+            raise ValueError("checkpoint_dir must be given when checkpoint_every > 0")
+        self.W, self.L, self.cpus = W, L, cpus_per_actor
+        self._max_replacements = max_worker_replacements
+        self._chunks = np.array_split(np.arange(c.num_prompts), W)     # prompts per worker
+        self.checkpoint_dir, self.checkpoint_every = checkpoint_dir, checkpoint_every
+        self.meta = {"mode": mode, "num_rollout_workers": W, "staleness": self.k,
+                     "config": json.loads(json.dumps(asdict(c), default=str))}
+        rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)  # as the loops
+        t0, ckpt, self.warmstart_s = time.perf_counter(), None, 0.0
+        if resume_from is not None:
+            ckpt = load_checkpoint(resume_from)
+            check_resume(ckpt, self.meta, resume_from)
+            params, base = ckpt.params, ckpt.base_params
+            rng_data, rng_states = _generator(ckpt.rng_data_state), ckpt.rollout_rng_states
+        else:
+            if base_params is None:
+                with blas_limits(c):
+                    base_params, _ = warm_start(c.model, self.task, rng_init,
+                                                max_steps=c.warmstart_max_steps,
+                                                target_accuracy=c.warmstart_target_accuracy)
+                self.warmstart_s = time.perf_counter() - t0
+            params = base = copy_params(base_params, c.model, "base_params")
+            streams = [rng_sample] if W == 1 else rng_sample.spawn(W)
+            rng_states = [g.bit_generator.state for g in streams]
+        self.start_step = ckpt.step if ckpt else 0
+        self.base_params, self.rng_data = base, rng_data
+        if not ray.is_initialized():
+            init_ray()
+        self._start_actors(params, base, rng_states, ckpt)
+
+    def _start_actors(self, params, base, rng_states, ckpt) -> None:
+        params_ref, base_ref = ray.put(params), ray.put(base)
+        self.placement = place_actors(self.mode, self.c, num_rollout_workers=self.W,
+                                      num_learners=self.L, params_ref=params_ref,
+                                      base_ref=base_ref, rng_states=rng_states, task=self.task,
+                                      cpus_per_actor=self.cpus)
+        self.ref, self.learners = self.placement.ref, self.placement.learners
+        self.weight_refs = {}                   # version -> ObjectRef (disaggregated modes)
+        if self.mode != "colocated":
+            self.weight_refs[self.start_step] = params_ref
+            for v, w in (ckpt.weight_versions.items() if ckpt else ()):
+                self.weight_refs[int(v)] = ray.put(w)
+        self.rollouts = RolloutPool(self.placement.rollout, rng_states, self.weight_refs,
+                                    make_worker=self.placement.make_worker,
+                                    max_replacements=self._max_replacements)
+        if ckpt is not None:
+            state = ray.put({"params": ckpt.params, "m": ckpt.adam_m, "v": ckpt.adam_v,
+                             "t": ckpt.adam_t})
+            ray.get([h.call("load_state", state) for h in self.learners])
+
+    @property
+    def actors(self) -> dict:
+        """The live actors' Ray handles by lane (e.g. to ``ray.kill`` one in a test)."""
+        return {h.lane: h.actor for h in self.rollouts.handles + self.ref + self.learners}
+
+    def shutdown(self) -> None:
+        """Kill every actor this controller started."""
+        for actor in self.placement.actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already dead
+                pass
+        self.placement.actors.clear()
+
+    # -- the step -----------------------------------------------------------------------
+    def run(self, *, on_step=None) -> RayRunResult:
+        """Run steps ``start_step .. config.steps - 1``; ``on_step(row)`` after each. Returns
+        a :class:`~rlmperf_lite.distributed.RayRunResult`; the actors stay up (call
+        :meth:`shutdown`).
+
+        Raises:
+            ValueError: ``on_step`` not callable.
+            RuntimeError: a worker died and could not be replaced (the message names it), or
+                ``run`` was already called.
+        """
+        if on_step is not None and not callable(on_step):
+            raise ValueError(f"on_step must be None or a callable taking the step's metrics, "
+                             f"got {on_step!r}")
+        if getattr(self, "_records", None) is not None:
+            raise RuntimeError("run() was already called on this Controller (its streams have "
+                               "moved on); start a new one, or resume from a checkpoint")
+        c = self.c
+        result = RayRunResult(params={}, base_params={k: v.copy() for k, v in
+                                                      self.base_params.items()},
+                              warmstart_s=self.warmstart_s, mode=self.mode)
+        self._records, self._next_submit, self._data_state, self._prompts = [], \
+            self.start_step, {}, {}
+        self._log = PhaseLog("controller", "controller")
+        t0 = last_end = time.time()
+        for step in range(self.start_step, c.steps):
+            first = len(self._records)
+            row = self._step(step)
+            row.update(phase_times(step, self._records[first:]))
+            row["step_s"] = (now := time.time()) - last_end
+            last_end = now
+            if self.checkpoint_every and (step + 1) % self.checkpoint_every == 0:
+                result.checkpoints.append(self._save(step + 1))
+            result.history.append(row)
+            if on_step is not None:
+                on_step(row)
+        result.run_s = time.time() - t0
+        final = self._get([self.learners[0].call("weights")], c.steps - 1)[0]
+        result.params = {k: np.array(v) for k, v in final.items()}
+        result.timeline = to_intervals(self._records, t0)
+        result.replacements = list(self.rollouts.replacements)
+        return result
+
+    def _step(self, step: int) -> dict:
+        c, G = self.c, self.c.group_size
+        self._submit_rollouts(upto_version=step)
+        try:
+            outs, syncs = self.rollouts.collect(step)
+        except RayTaskError as err:            # failed inside: e.g. its weights never came
+            self._raise_if_dead(step, err)
+            raise RuntimeError(f"the rollout of step {step} failed: {err}") from err
+        _, pairs = self._prompts.pop(step)
+        flops = {}
+        self._take(outs + syncs, flops)
+        width = max(o["completion_mask"].shape[1] for o in outs)       # pad to a common R
+
+        def cat(key, fill):
+            return np.concatenate([np.pad(o[key], ((0, 0), (0, width - o["completion_mask"]
+                                                            .shape[1])),
+                                          constant_values=fill) for o in outs])
+        tokens, mask = cat("tokens", self.task.pad_id), cat("completion_mask", 0)  # (B*G, ...)
+        behav, version = cat("per_token_logps", 0), outs[0]["version"]             # (B*G, R)
+        chunks = np.array_split(np.arange(c.num_prompts), len(self.ref))
+        rows = [slice(ch[0] * G, (ch[-1] + 1) * G) for ch in chunks]
+        scores = self._get([h.call("score", tokens[r], mask[r], pairs[ch], step)
+                            for h, r, ch in zip(self.ref, rows, chunks)], step)
+        self._take(scores, flops)
+        rewards = np.concatenate([s["rewards"] for s in scores])                  # (B*G,)
+        verifier = np.concatenate([s["verifier_rewards"] for s in scores])
+        ref_logps = None if c.kl_coef == 0 else np.concatenate([s["ref_logps"] for s in scores])
+        with blas_limits(c), self._log.phase("advantages", step):
+            advantages = _advantages(c, rewards, mask, behav, ref_logps)
+        self._records += self._log.drain()
+        kl_ref = ref_logps if c.kl_coef > 0 and c.advantage_estimator != "reinforce_pp" else None
+        prox = behav if version == step else self._prox(step, tokens, flops)        # (B*G, R)
+        old, adv = objective_inputs(c.objective, advantages, behav, prox, mask,
+                                    cap=c.behav_imp_weight_cap)
+        logs = self._update(step, tokens, mask, old, adv, behav, kl_ref, flops)
+        self._publish(step + 1)
+        w = behav_importance_weights(prox, behav, mask)
+        by_group = verifier.reshape(-1, G)
+        return {"step": step, "reward_mean": float(rewards.mean()),
+                "reward_std": float(rewards.std()),
+                "response_length": float(mask.sum(axis=1).mean()),
+                **{k: float(np.mean([log[k] for log in logs])) for k in logs[0]},
+                "staleness": step - version,
+                "importance_weight_mean": float((w * mask).sum() / max(mask.sum(), 1.0)),
+                "importance_weight_max": float(np.max(w, where=mask > 0, initial=0.0)),
+                "response_width": int(mask.shape[1]), "resample_rounds": 0,
+                "frac_reward_zero_std": float(np.mean(by_group.max(axis=1)
+                                                      == by_group.min(axis=1))),
+                **flops}
+
+    def _submit_rollouts(self, upto_version: int) -> None:
+        """Sample prompts and queue the rollout of every step whose weight version,
+        max(0, s - k), exists: up to k steps ahead of the learners."""
+        c = self.c
+        while self._next_submit < c.steps and max(0, self._next_submit - self.k) <= upto_version:
+            s = self._next_submit
+            self._data_state[s] = self.rng_data.bit_generator.state
+            prompts, pairs = self.task.sample_prompts(self.rng_data, c.num_prompts)  # (B, P)
+            self._prompts[s] = (prompts, pairs)
+            self.rollouts.submit(s, max(0, s - self.k), [prompts[i] for i in self._chunks])
+            self._next_submit += 1
+        for s in [s for s in self._data_state if s < upto_version]:
+            del self._data_state[s]
+
+    def _shards(self, rows) -> list:
+        """Contiguous row slices of whole groups, one per learner; ``rows`` (groups, G)."""
+        return [slice(int(r[0, 0]), int(r[-1, -1]) + 1) for r in np.array_split(rows, self.L)]
+
+    def _prox(self, step: int, tokens, flops: dict) -> np.ndarray:
+        """The learners' log-probs of a stale batch (the proximal policy), (B*G, R)."""
+        batch = ray.put({"tokens": tokens, "prompt_len": self.task.prompt_len})
+        rows = np.arange(len(tokens)).reshape(-1, self.c.group_size)
+        outs = self._get([h.call("prox_logps", batch, sh, step)
+                          for h, sh in zip(self.learners, self._shards(rows))], step)
+        self._take(outs, flops)
+        return np.concatenate([o["logps"] for o in outs])
+
+    def _update(self, step, tokens, mask, old, adv, behav, kl_ref, flops) -> list:
+        """One AdamW step per minibatch of whole groups, data-parallel over the learners (each
+        with the minibatch's normalisers); returns train_async_grpo's metrics per minibatch."""
+        c, L = self.c, self.L
+        batch = ray.put({"tokens": tokens, "completion_mask": mask, "old": old,
+                         "advantages": adv, "kl_ref": kl_ref,
+                         "prompt_len": self.task.prompt_len})
+        lr, logs = c.lr * lr_factor(step, c), []
+        groups = np.arange(len(tokens)).reshape(-1, c.group_size)
+        for rows in np.array_split(groups, c.num_minibatches):
+            mb = slice(int(rows[0, 0]), int(rows[-1, -1]) + 1)
+            norms = loss_norms(mask[mb], c)
+            refs = [h.call("grads", batch, sh, norms, step, num_returns=2)
+                    for h, sh in zip(self.learners, self._shards(rows))]
+            applied = [h.call("apply", [r[0] for r in refs], lr, step) for h in self.learners]
+            outs = self._get([r[1] for r in refs] + applied, step)
+            self._take(outs, flops)
+            logps = np.concatenate([o["logps"] for o in outs[:L]])                 # (rows, R)
+            entropy = np.concatenate([o["entropy"] for o in outs[:L]])
+            m, ref = mask[mb], None if kl_ref is None else kl_ref[mb]
+            loss, metrics = policy_loss_value(logps, old[mb], adv[mb], m, c, norms,
+                                              ref_per_token_logps=ref)
+            logs.append({"loss": loss, "entropy": float((entropy * m).sum() / m.sum()),
+                         "grad_norm": outs[L]["grad_norm"], **metrics,
+                         "approx_kl": policy_loss(logps, behav[mb], adv[mb], m)[1]["approx_kl"]})
+        return logs
+
+    def _publish(self, version: int) -> None:
+        """Weight version ``version`` into the object store (learner 0's copy); forget the
+        versions no future rollout samples with."""
+        if self.mode == "colocated":                    # synced inside each actor instead
+            return
+        self.weight_refs[version] = self.learners[0].call("weights")
+        for v in [v for v in self.weight_refs if v < max(0, version - self.k)]:
+            del self.weight_refs[v]
+
+    def _save(self, s0: int) -> str:
+        """Checkpoint before step ``s0``."""
+        state = self._get([self.learners[0].call("state")], s0 - 1)[0]
+        versions = {} if self.mode == "colocated" else {
+            v: ray.get(self.weight_refs[v]) for v in range(max(0, s0 - self.k), s0)}
+        ckpt = Checkpoint(step=s0, params=state["params"], adam_m=state["m"],
+                          adam_v=state["v"], adam_t=state["t"], base_params=self.base_params,
+                          weight_versions=versions,
+                          rng_data_state=self._data_state.get(s0,
+                                                              self.rng_data.bit_generator.state),
+                          rollout_rng_states=list(self.rollouts.rng_done), meta=self.meta)
+        return save_checkpoint(Path(self.checkpoint_dir) / f"step_{s0:06d}", ckpt)
+
+    def _take(self, outs: list, flops: dict) -> None:
+        """Move the workers' phase records into the run's, and add up their FLOPs."""
+        for out in outs:
+            self._records += out.pop("intervals", [])
+            for k, v in out.pop("flops", {}).items():
+                flops[k] = flops.get(k, 0.0) + v
+
+    def _get(self, refs: list, step: int) -> list:
+        """``ray.get`` of calls to learners or reference/reward workers."""
+        try:
+            return ray.get(refs)
+        except RayActorError as err:
+            self._raise_if_dead(step, err)
+            raise
+
+    def _raise_if_dead(self, step: int, err: Exception) -> None:
+        """After a failed call: raise a RuntimeError naming the learners or reference/reward
+        workers that died (their state, unlike a rollout worker's, is not rebuilt here)."""
+        dead = []
+        for h in {h.lane: h for h in self.learners + self.ref}.values():
+            try:
+                ray.get(h.call("ready"), timeout=30)
+            except (RayActorError, ray.exceptions.GetTimeoutError):
+                dead.append(h.lane)
+        if dead:
+            raise RuntimeError(f"{', '.join(dead)} died at step {step} ({type(err).__name__}); "
+                               f"a learner's state dies with its process: resume from the last "
+                               f"checkpoint") from err
+
+
+def train_ray(config=None, *, mode: str = "sync", on_step=None, **kwargs) -> RayRunResult:
+    """Run the toy GRPO system on Ray (started locally by
+    :func:`~rlmperf_lite.distributed.init_ray` if it is not up): a
+    :class:`~rlmperf_lite.distributed.Controller` with ``kwargs``, its
+    :meth:`~rlmperf_lite.distributed.Controller.run`, then its actors are killed. ``config``
+    None = ``AsyncGRPOConfig()`` (staleness 0).
+
+    Raises:
+        ValueError: naming the bad argument (see :class:`~rlmperf_lite.distributed.Controller`).
+        RuntimeError: a worker died and could not be replaced.
+    """
+    ctrl = Controller(AsyncGRPOConfig() if config is None else config, mode=mode, **kwargs)
+    try:
+        return ctrl.run(on_step=on_step)
+    finally:
+        ctrl.shutdown()

@@ -1,0 +1,119 @@
+"""The rollout workers, the work in flight on each, and what happens when one dies (book chapter
+"A mini RL system on Ray").
+
+A rollout worker holds no state the controller cannot rebuild: its weight version is in the
+object store and its sampling stream's state came back with its last batch. So when a call
+raises ``ray.exceptions.RayActorError`` (the process died: killed, out of memory, node lost) the
+pool starts a new actor on that stream state, resends the weights and every rollout that was in
+flight on the dead one, in order, and the run continues with the same numbers as if nothing had
+happened. The learners are untouched. After ``max_replacements`` replacements (or if the new
+actor cannot start) the step fails with a RuntimeError that says which worker died and where
+the learner state is. This is the single controller's advantage (HybridFlow, Sheng et al. 2024,
+arXiv 2409.19256, §4): one process knows the whole dataflow and can replay a part of it.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+__all__ = ["RolloutPool"]
+
+
+class RolloutPool:
+    """W rollout workers (:class:`~rlmperf_lite.distributed.RoleHandle`), each sampling its share
+    of the prompts of a step with its own stream.
+
+    Args:
+        handles: one RoleHandle per worker, lanes ``rollout/rK`` (or colocated workers).
+        rng_states: each worker's sampling-stream state before its first rollout.
+        weight_refs: {version: ObjectRef of the weights}, kept up to date by the controller.
+        make_worker: ``make_worker(k, rng_state) -> RoleHandle`` starts a replacement for
+            worker k; None when workers cannot be replaced (colocated: the process also holds
+            a learner).
+        max_replacements: replacements allowed over the run.
+        ready_timeout_s: seconds to wait for a replacement actor to start.
+    """
+
+    def __init__(self, handles: list, rng_states: list, weight_refs: dict, *, make_worker=None,
+                 max_replacements: int = 2, ready_timeout_s: float = 120.0):
+        self.handles = list(handles)
+        self.rng_done = list(rng_states)      # each stream's state after its last returned batch
+        self.weight_refs = weight_refs
+        self.make_worker = make_worker
+        self.replacements_left = max_replacements
+        self.max_replacements = max_replacements
+        self.ready_timeout_s = ready_timeout_s
+        self.sent_version = [None] * len(self.handles)
+        self.inflight = [OrderedDict() for _ in self.handles]   # step -> (version, prompts, refs)
+        self.replacements: list[dict] = []
+
+    def submit(self, step: int, version: int, chunks: list) -> None:
+        """Queue the rollout of ``step`` with weight ``version``: worker k samples ``chunks[k]``
+        (its (b_k, P) prompts), after receiving the weights if it holds another version."""
+        for k, prompts in enumerate(chunks):
+            self._submit_one(k, step, version, prompts)
+
+    def _submit_one(self, k: int, step: int, version: int, prompts) -> None:
+        handle, refs = self.handles[k], []
+        if self.sent_version[k] != version:
+            refs.append(handle.set_weights(self.weight_refs.get(version), version, step))
+            self.sent_version[k] = version
+        refs.append(handle.call("generate", prompts, step, version))
+        self.inflight[k][step] = (version, prompts, refs)
+
+    def collect(self, step: int) -> tuple[list, list]:
+        """Wait for every worker's rollout of ``step`` (replacing dead workers and resending
+        their work); returns (one generate result per worker, the weight-sync results).
+
+        Raises:
+            RuntimeError: a worker died and cannot be replaced.
+            ray.exceptions.RayTaskError: a call failed inside a live worker (e.g. the weights it
+                was sent came from a learner that died); the controller reports it.
+        """
+        outs, syncs = [], []
+        for k in range(len(self.handles)):
+            while True:
+                refs = self.inflight[k][step][2]
+                try:
+                    done = ray.get(refs)
+                    break
+                except RayTaskError:            # raised inside the worker: not its death
+                    raise
+                except RayActorError as err:
+                    self._replace(k, step, err)
+            del self.inflight[k][step]
+            self.rng_done[k] = done[-1]["rng_state"]
+            outs.append(done[-1])
+            syncs += done[:-1]
+        return outs, syncs
+
+    def _replace(self, k: int, step: int, err: Exception) -> None:
+        """Start a new worker k on its stream's last returned state and resend its work."""
+        lane = self.handles[k].lane
+        where = (f"rollout worker {lane} died during the rollout of step {step} "
+                 f"({type(err).__name__}); the learner state is intact")
+        if self.make_worker is None:
+            raise RuntimeError(f"{where}, but it cannot be replaced (a colocated worker also "
+                               f"holds a learner): resume from the last checkpoint") from err
+        if self.replacements_left <= 0:
+            raise RuntimeError(f"{where}, but max_worker_replacements={self.max_replacements} "
+                               f"are used up: raise it, or resume from the last checkpoint"
+                               ) from err
+        self.replacements_left -= 1
+        try:
+            ray.kill(self.handles[k].actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone is fine
+            pass
+        try:
+            handle = self.make_worker(k, self.rng_done[k])
+            ray.get(handle.call("ready"), timeout=self.ready_timeout_s)
+        except (RayActorError, GetTimeoutError) as err2:
+            raise RuntimeError(f"{where}, and its replacement did not start "
+                               f"({type(err2).__name__}: {err2})") from err2
+        self.handles[k], self.sent_version[k] = handle, None
+        pending, self.inflight[k] = self.inflight[k], OrderedDict()
+        for s, (version, prompts, _) in pending.items():
+            self._submit_one(k, s, version, prompts)
+        self.replacements.append({"step": step, "lane": lane, "error": type(err).__name__})

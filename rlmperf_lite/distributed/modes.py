@@ -1,0 +1,121 @@
+"""The four ways the toy GRPO system runs on Ray, and where each puts its roles (book chapter "A
+mini RL system on Ray").
+
+A mode fixes two things: the placement of the roles on actors, and how far the rollout may run
+ahead of the learners (the staleness k of :class:`rlmperf_lite.rl.AsyncGRPOConfig`).
+
+========================  ======================================================  ==========
+mode                      placement                                               staleness
+========================  ======================================================  ==========
+``"colocated"``           L actors, each rollout + reference/reward + learner       0
+``"sync"``                W rollout, 1 reference/reward, L learner actors           0
+``"one_step_off"``        as sync; rollout of t+1 during the update of t            1
+``"async"``               as sync; rollout up to k batches ahead                    k
+========================  ======================================================  ==========
+
+Colocated is verl's hybrid engine (HybridFlow, Sheng et al. 2024, arXiv 2409.19256, §5); the
+disaggregated modes are verl's one-step-off recipe and AReaL's bounded staleness (Fu et al.
+2025, arXiv 2505.24298, Sec. 5.1).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import ray
+
+from ..checks import check_choice
+from ..rl.async_grpo import AsyncGRPOConfig
+from ..rl.grpo import GRPOConfig
+from .workers import ColocatedWorker, Learner, RefRewardWorker, RoleHandle, RolloutWorker
+
+__all__ = ["MODES", "MODE_STALENESS", "run_config", "Placement", "place_actors"]
+
+MODES = ("colocated", "sync", "one_step_off", "async")
+MODE_STALENESS = {"colocated": 0, "sync": 0, "one_step_off": 1}
+"""The staleness each mode implies (``"async"`` takes ``config.staleness``)."""
+_REMOTE = {}
+
+
+def run_config(config, mode: str) -> AsyncGRPOConfig:
+    """The AsyncGRPOConfig that ``mode`` runs: a GRPOConfig gets the mode's staleness; an
+    AsyncGRPOConfig must already have it (``"async"``: any).
+
+    Raises:
+        ValueError: naming ``mode``, ``config``, ``config.staleness`` or
+            ``config.dynamic_sampling`` (DAPO's resampling is not supported on Ray).
+    """
+    check_choice("mode", mode, MODES)
+    if not isinstance(config, GRPOConfig):
+        raise ValueError(f"config must be a GRPOConfig or AsyncGRPOConfig, got "
+                         f"{type(config).__name__}")
+    if config.dynamic_sampling:
+        raise ValueError("config.dynamic_sampling (DAPO's resampling) is not supported on Ray "
+                         "yet; set it to False")
+    if not isinstance(config, AsyncGRPOConfig):
+        if mode == "async":
+            raise ValueError("mode='async' takes its bound from config.staleness: pass an "
+                             "AsyncGRPOConfig")
+        base = {f.name: getattr(config, f.name) for f in fields(GRPOConfig)}
+        return AsyncGRPOConfig(**base, staleness=MODE_STALENESS[mode])
+    if mode != "async" and config.staleness != MODE_STALENESS[mode]:
+        raise ValueError(f"config.staleness={config.staleness} conflicts with mode={mode!r} "
+                         f"(staleness {MODE_STALENESS[mode]}); use mode='async'")
+    return config
+
+
+@dataclass
+class Placement:
+    """The handles of one run's roles, and the actors behind them."""
+
+    rollout: list
+    """W :class:`~rlmperf_lite.distributed.RoleHandle`, lanes ``rollout/rK`` or
+    ``colocated/rK``."""
+    ref: list
+    """The reference and reward handles — one worker, or every colocated actor (each scores a
+    share)."""
+    learners: list
+    """L learner handles, rank order."""
+    actors: list
+    """Every actor started (to kill at the end); replacements are appended."""
+    make_worker: object = None
+    """``make_worker(k, rng_state) -> RoleHandle`` starting a new rollout worker k; None when
+    colocated (the actor also holds a learner)."""
+
+
+def place_actors(mode: str, config: AsyncGRPOConfig, *, num_rollout_workers: int,
+                 num_learners: int, params_ref, base_ref, rng_states: list, task,
+                 cpus_per_actor: float = 0.0) -> Placement:
+    """Start the actors of ``mode`` (Ray must be up); ``params_ref`` / ``base_ref`` are
+    ObjectRefs of the initial and reference weights, ``rng_states`` each rollout worker's
+    sampling-stream state. Returns once every actor has started."""
+    actors = []
+
+    def start(cls, *args, **kwargs):
+        remote = _REMOTE.setdefault(cls, ray.remote(cls))
+        actors.append(remote.options(num_cpus=cpus_per_actor).remote(*args, **kwargs))
+        return actors[-1]
+
+    if mode == "colocated":
+        hosts = [(start(ColocatedWorker, config, params_ref, base_ref, rng_states[r], rank=r,
+                        lane=f"colocated/r{r}", task=task), f"colocated/r{r}")
+                 for r in range(num_learners)]
+        placement = Placement(rollout=[RoleHandle(a, lane, "rollout") for a, lane in hosts],
+                              ref=[RoleHandle(a, lane, "ref_reward") for a, lane in hosts],
+                              learners=[RoleHandle(a, lane, "learner") for a, lane in hosts],
+                              actors=actors)
+    else:
+        def make_worker(k, rng_state):
+            lane = f"rollout/r{k}"
+            return RoleHandle(start(RolloutWorker, config, rng_state, lane=lane, task=task), lane)
+
+        placement = Placement(
+            rollout=[make_worker(k, rng_states[k]) for k in range(num_rollout_workers)],
+            ref=[RoleHandle(start(RefRewardWorker, config, base_ref, lane="ref_reward/r0",
+                                  task=task), "ref_reward/r0")],
+            learners=[RoleHandle(start(Learner, config, params_ref, rank=r,
+                                       lane=f"learner/r{r}"), f"learner/r{r}")
+                      for r in range(num_learners)],
+            actors=actors, make_worker=make_worker)
+    handles = placement.rollout + placement.ref + placement.learners
+    ray.get([h.call("ready") for h in handles])
+    return placement

@@ -1,0 +1,56 @@
+"""What a run on Ray returns: the in-process loops' per-step history plus the measured timeline,
+in the simulator's format (book chapter "A mini RL system on Ray")."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..rl.common import RLResult
+from ..sim.phases import Interval
+
+__all__ = ["RayRunResult", "PHASE_TIMES", "to_intervals", "phase_times"]
+
+PHASE_TIMES = {"generate": "rollout_s", "ref_logp": "ref_logps_s", "reward": "reward_s",
+               "advantages": "advantages_s", "old_logp": "prox_logps_s",
+               "actor_update": "update_s", "grad_allreduce": "update_s",
+               "weight_sync": "weight_sync_s"}
+"""Timeline phase -> the history's ``*_s`` key of :func:`rlmperf_lite.rl.train_async_grpo`."""
+
+
+@dataclass
+class RayRunResult(RLResult):
+    """:class:`rlmperf_lite.rl.common.RLResult` (final params, per-step history with the keys of
+    train_async_grpo's, the reference model) plus what the run on Ray adds. The history's
+    ``*_s`` are each phase's span over the actors that ran it in that step
+    (:func:`~rlmperf_lite.distributed.phase_times`); ``step_s`` is the wall time between two
+    weight versions, as the simulator's step time."""
+
+    mode: str = "sync"
+    timeline: list = field(default_factory=list)
+    """:class:`~rlmperf_lite.sim.Interval` bars (pool = the actors' role, lane = the
+    actor), seconds since the first step started, sorted by start."""
+    replacements: list = field(default_factory=list)
+    """{step, lane, error} of each rollout worker that died and was replaced."""
+    checkpoints: list = field(default_factory=list)
+    """Checkpoint directories written."""
+    run_s: float = 0.0
+    """Wall time of the steps (the actors' start excluded)."""
+
+
+def to_intervals(records: list, t0: float) -> list:
+    """Workers' ``(pool, lane, phase, start, end, step)`` records (epoch seconds) -> Interval
+    bars in seconds since ``t0``, sorted by start then lane."""
+    bars = [Interval(pool, lane, phase, a - t0, b - t0, step)
+            for pool, lane, phase, a, b, step in records]
+    return sorted(bars, key=lambda iv: (iv.start_s, iv.lane))
+
+
+def phase_times(step: int, records: list) -> dict:
+    """The history's ``*_s`` of ``step``: for each key of
+    :data:`~rlmperf_lite.distributed.PHASE_TIMES`, the span from the first start to the last end
+    of its phases in that step (0.0 if none ran)."""
+    spans = {}
+    for _, _, phase, a, b, s in records:
+        if s == step and phase in PHASE_TIMES:
+            spans.setdefault(PHASE_TIMES[phase], []).append((a, b))
+    return {name: (max(b for _, b in spans[name]) - min(a for a, _ in spans[name])
+                   if name in spans else 0.0) for name in dict.fromkeys(PHASE_TIMES.values())}
