@@ -44,6 +44,16 @@ def test_min_train_gpus_is_the_zero3_floor():
     assert min_train_gpus(Q7, H20) == 2 and min_train_gpus("qwen2.5-72b", H20) == 13
 
 
+def test_min_train_gpus_is_where_the_library_starts_accepting():
+    """system_from_cost refuses a GRPO training pool below the floor and accepts it at the
+    floor (one trained model)."""
+    for model in (Q7, "qwen2.5-72b"):
+        t = min_train_gpus(model, H20)
+        system_from_cost(model, H20, SMALL, placement="colocated", gpus=t + 3, **EFF)
+        with pytest.raises(ValueError, match="give training more GPUs"):
+            system_from_cost(model, H20, SMALL, placement="colocated", gpus=t - 1, **EFF)
+
+
 def test_split_candidates_are_tp_multiples_that_leave_the_trainer_room():
     assert split_candidates(Q7, H20, 8) == tuple(range(1, 7))               # tp 1, 2 to train
     big = split_candidates("qwen2.5-72b", H20, 64)                           # tp 4 (145 GB)
@@ -51,6 +61,20 @@ def test_split_candidates_are_tp_multiples_that_leave_the_trainer_room():
     assert split_candidates(Q7, H20, 32, count=8) == (1, 5, 9, 13, 18, 22, 26, 30)
     assert split_candidates(Q7, H20, 64, stride=8, max_rollout_share=0.375) == (8, 16, 24)
     assert split_candidates("qwen2.5-72b", H20, 64, stride=6) == (12, 24, 36, 48)   # lcm 12
+
+
+def test_split_candidates_are_the_splits_the_library_builds():
+    """The candidates are the disaggregated systems system_from_cost accepts: with PPO two
+    trained models need twice the training states, so the largest rollout pools drop out."""
+    assert split_candidates(Q7, H20, 8, algo="ppo") == tuple(range(1, 6))      # 4 to train
+    for rg in (6, 7):
+        with pytest.raises(ValueError, match="give training more GPUs"):
+            system_from_cost(Q7, H20, SMALL, placement="disaggregated", gpus=8,
+                             rollout_gpus=rg, algo="ppo", **EFF)
+    with pytest.raises(ValueError, match="leaves no split.*give training more GPUs"):
+        split_candidates("qwen2.5-72b", H20, 16)
+    s = best_split(Q7, H20, SMALL, 8, count=None, steps=4, colocated=False, algo="ppo", **EFF)
+    assert [p.rollout_gpus for p in s.points] == list(range(1, 6))
 
 
 @pytest.mark.parametrize("kwargs, match", [

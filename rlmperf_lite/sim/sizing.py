@@ -20,8 +20,10 @@ and returns the numbers a guideline rests on; none prints. The quantities:
   (:func:`~rlmperf_lite.cost.expected_max_length`).
 
 A split is ``rollout_gpus`` GPUs generating and ``gpus - rollout_gpus`` training, with the
-rollout GPUs a multiple of the engine's tensor-parallel size and the training pool large enough
-to hold the actor's ZeRO-3 model states (:func:`min_train_gpus`).
+rollout GPUs a multiple of the engine's tensor-parallel size and a training pool that
+:func:`~rlmperf_lite.sim.from_cost.system_from_cost` accepts (it refuses one that cannot hold
+the trained models' ZeRO-3 states, 16 bytes per trained parameter: one model with GRPO, two
+with PPO; :func:`min_train_gpus` is that floor for one model).
 """
 from __future__ import annotations
 
@@ -192,9 +194,12 @@ def _result(system: RLSystem, workload: Workload, r: SimResult) -> PlacementResu
 
 
 def min_train_gpus(actor, hardware) -> int:
-    """Fewest GPUs whose HBM holds the actor's ZeRO-3 model states, 16 bytes per parameter
-    (bf16 weights and gradients, fp32 Adam states; ZeRO paper §5) split evenly — activations,
-    a reference model and buffers come on top, so this is a floor, not a fit.
+    """Fewest GPUs whose HBM holds one trained model's ZeRO-3 states, 16 bytes per parameter
+    (bf16 weights and gradients, fp32 Adam states; ZeRO paper §5) split evenly — the smallest
+    training pool :func:`~rlmperf_lite.sim.from_cost.system_from_cost` accepts for GRPO (PPO
+    trains a critic too and needs twice the states). Activations, a reference model and
+    buffers come on top, so this is a floor, not a fit; :func:`split_candidates` asks the
+    library itself.
 
     Raises:
         ValueError: an unknown preset or a bad type.
@@ -206,17 +211,28 @@ def min_train_gpus(actor, hardware) -> int:
     return t
 
 
+def _thin(splits: tuple, count: int | None) -> tuple:
+    """At most ``count`` of ``splits``, evenly spaced, first and last included."""
+    if count is None or count >= len(splits):
+        return splits
+    picks = np.unique(np.round(np.linspace(0, len(splits) - 1, count)).astype(int))
+    return tuple(splits[i] for i in picks)
+
+
 def split_candidates(actor, hardware, gpus: int, *, count: int | None = None,
-                     stride: int | None = None, max_rollout_share: float = 1.0) -> tuple:
+                     stride: int | None = None, max_rollout_share: float = 1.0,
+                     workload: Workload | None = None, **system_kw) -> tuple:
     """Rollout pool sizes to try on ``gpus``: the multiples of the engine's tensor-parallel
-    size tp (``rlmperf_lite.cost.rollout.rollout_tp`` on a full node) that leave
-    :func:`min_train_gpus` for training — with ``stride``, only the multiples of
-    lcm(tp, stride); at most ``max_rollout_share`` of the GPUs; with ``count``, at most that
-    many of them, evenly spaced, first and last included.
+    size tp (``rlmperf_lite.cost.rollout.rollout_tp`` on a full node) whose disaggregated
+    system :func:`~rlmperf_lite.sim.from_cost.system_from_cost` builds — it refuses a
+    training pool that cannot hold the trained models' states — for ``workload`` (default
+    :func:`example_workload`) and ``system_kw`` (``algo``, ``reward_model``, ...); with
+    ``stride``, only the multiples of lcm(tp, stride); at most ``max_rollout_share`` of the
+    GPUs; with ``count``, at most that many of them, evenly spaced, first and last included.
 
     Raises:
-        ValueError: naming ``gpus`` when no split leaves room for both pools, or ``count``,
-            ``stride`` or ``max_rollout_share``.
+        ValueError: naming ``gpus`` when no split leaves room for both pools (with the
+            library's reason), or ``count``, ``stride`` or ``max_rollout_share``.
     """
     check_int("gpus", gpus, 2)
     check_int("count", count, 2, optional=True)
@@ -225,16 +241,23 @@ def split_candidates(actor, hardware, gpus: int, *, count: int | None = None,
     m, hw = _model(actor), _hw(hardware)
     tp = rollout_tp(m, hw, gpus)
     step = math.lcm(tp, stride or tp)
-    top = min(gpus - min_train_gpus(m, hw), math.floor(max_rollout_share * gpus))
-    splits = tuple(range(step, top + 1, step))
+    top = min(gpus - 1, math.floor(max_rollout_share * gpus))
+    wl = workload or example_workload()
+    splits, refusal = [], None
+    for rg in range(step, top + 1, step):
+        try:
+            system_from_cost(m, hw, wl, placement="disaggregated", gpus=gpus, rollout_gpus=rg,
+                             **system_kw)
+        except ValueError as err:            # the library's refusal (a training pool too small)
+            refusal = err
+            continue
+        splits.append(rg)
     if not splits:
+        why = f": {refusal}" if refusal is not None else ""
         raise ValueError(f"gpus={gpus} leaves no split: {m.name} needs a multiple of {step} "
                          f"rollout GPUs (tp {tp}), at most {max_rollout_share:g} of the GPUs, "
-                         f"and at least {min_train_gpus(m, hw)} training GPUs")
-    if count is None or count >= len(splits):
-        return splits
-    picks = np.unique(np.round(np.linspace(0, len(splits) - 1, count)).astype(int))
-    return tuple(splits[i] for i in picks)
+                         f"and a training pool the library accepts{why}") from refusal
+    return _thin(tuple(splits), count)
 
 
 def simulate_placement(actor, hardware, workload: Workload, gpus: int, *,
@@ -278,7 +301,8 @@ def placement_comparison(actor, hardware, workload: Workload, gpus: int, *,
     Returns:
         list of :class:`PlacementResult`: colocated first, then (sync, async) per split.
     """
-    splits = rollout_gpus or split_candidates(actor, hardware, gpus, count=7)
+    splits = rollout_gpus or split_candidates(actor, hardware, gpus, count=7,
+                                              workload=workload, **system_kw)
     common = dict(steps=steps, **system_kw)
     out = [simulate_placement(actor, hardware, workload, gpus, **common)]
     for rg in splits:
@@ -339,8 +363,9 @@ def best_split(actor, hardware, workload: Workload, gpus: int, *, mode: str = "a
         ValueError: from :func:`split_candidates` or :func:`simulate_placement`.
     """
     check_choice("mode", mode, ("sync", "async"))
-    splits = split_candidates(actor, hardware, gpus)
-    coarse = split_candidates(actor, hardware, gpus, count=count)
+    check_int("count", count, 2, optional=True)
+    splits = split_candidates(actor, hardware, gpus, workload=workload, **system_kw)
+    coarse = _thin(splits, count)
     tp = splits[0]
     kw = dict(mode=mode, staleness=staleness, minibatches=minibatches, steps=steps,
               **system_kw)

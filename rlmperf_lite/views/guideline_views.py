@@ -261,7 +261,8 @@ def guideline_grid(grid: dict | None = None, *, steps: int = GRID_STEPS) -> list
                                    mode="async", staleness=point["staleness"], minibatches=4,
                                    steps=steps, **effs)
                 for rg in split_candidates(point["actor"], hw, point["gpus"],
-                                           stride=point["gpus"] // 8, max_rollout_share=0.375)]
+                                           stride=point["gpus"] // 8, max_rollout_share=0.375,
+                                           workload=wl, **effs)]
         except ValueError:
             continue
         rows += [{**point, "placement": _split_label(p), "step_time_s": p.step_time_s}
