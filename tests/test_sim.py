@@ -210,3 +210,55 @@ def test_a_measured_weight_sync_replaces_the_cost_model():
     modelled = system_from_cost("qwen2.5-7b", "h100-sxm", wl, gpus=8)
     measured = system_from_cost("qwen2.5-7b", "h100-sxm", wl, gpus=8, weight_sync_s=10.0)
     assert measured.weight_sync_s == 10.0 != modelled.weight_sync_s
+
+
+def test_a_weight_sync_waits_for_both_pools():
+    """Reward scoring queued on the training pool during generation finishes before the sync
+    starts: no bar of the training pool overlaps a sync, and its shares add up to 1 without
+    clamping (a reviewer's case: reward model on the trainer, overlapped, with switches)."""
+    wl = Workload(prompts=8, group_size=4, prompt_len=64, mean_response_len=300,
+                  max_response_len=2000, length_sigma=1.2, seed=1)
+    system = RLSystem(pools={"rollout": 2, "train": 2},
+                      placement={"rollout": "rollout", "actor": "train", "ref": "train",
+                                 "reward": "train"},
+                      engine=Engine(decode_base_s=0.01, decode_per_seq_s=5e-4, slots=8),
+                      costs={"old_logp": PhaseCost(2e-4, .5), "ref_logp": PhaseCost(2e-4, .5),
+                             "actor_update": PhaseCost(6e-4, 1.), "reward": PhaseCost(1e-4)},
+                      mode="async", staleness=2, overlap_reward=True, switch_s=0.7,
+                      weight_sync_s=2.0)
+    r = simulate(system, wl, 8)
+    for iv in r.intervals:
+        if iv.pool == "train":
+            assert all(iv.end_s <= a + 1e-9 or iv.start_s >= b - 1e-9 for a, b in r.sync_windows)
+    shares = r.utilisation()["train"]
+    assert shares["compute"] + shares["sync"] + shares["switch"] <= 1 + 1e-9
+
+
+def test_slot_occupancy_leaves_out_paused_time():
+    """Sequences paused by a sync hold their slot but do no work: occupancy stays <= 1 even
+    with 2 slots and long syncs."""
+    wl = Workload(prompts=8, group_size=4, mean_response_len=300, max_response_len=2000)
+    for sync_s in (2.0, 20.0):
+        r = simulate(RLSystem.disaggregated(2, 2, engine=Engine(0.01, slots=2), costs=COSTS,
+                                            mode="async", staleness=1, weight_sync_s=sync_s),
+                     wl, 6)
+        assert r.rollout_pauses and 0 < r.slot_occupancy() <= 1 + 1e-12
+
+
+def test_runs_too_large_to_simulate_are_refused():
+    system = RLSystem.colocated(4, engine=Engine(1.0), costs=COSTS)
+    with pytest.raises(ValueError, match="Workload.prompts x group_size"):
+        Workload(prompts=10**9)
+    with pytest.raises(ValueError, match="samples to simulate"):
+        simulate(system, Workload(prompts=1000), 10**5)
+    with pytest.raises(ValueError, match="RLSystem.staleness"):
+        RLSystem.disaggregated(2, 2, engine=Engine(1.0), costs=COSTS, mode="async",
+                               staleness=1e9)
+
+
+def test_hybrid_checks_the_critics_pool_too():
+    """PPO of a 72B model split 60 + 4: the critic's states (16 bytes per parameter over 4 GPUs,
+    ~290 GB each) do not fit, whatever the actor's pool."""
+    with pytest.raises(ValueError, match="4 GPUs of the critic pool"):
+        system_from_cost("qwen2.5-72b", "h100-sxm", Workload(prompts=32), placement="hybrid",
+                         algo="ppo", gpus=64, rollout_gpus=60)

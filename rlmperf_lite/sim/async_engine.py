@@ -175,7 +175,8 @@ class _Run:
 
     def begin_sync(self, t):
         self.draining, self.in_sync = False, True
-        t0 = max(t, self.clock.free_s[self.rollout_pool])
+        actor_pool = self.sys.placement["actor"]          # both pools take part in the sync
+        t0 = max(t, self.clock.free_s[self.rollout_pool], self.clock.free_s[actor_pool])
         t1 = t0 + self.sys.weight_sync_s
         if self.n_running and self.sys.weight_sync_s > 0:
             self.pauses.append((t0, t1))

@@ -142,13 +142,19 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
                             recompute_old_logprobs=recompute_old_logprobs,
                             train_efficiency=train_efficiency)
     # the trained models' states, ZeRO-3-sharded over the pool that trains them, must fit
-    trained = 2 if algo == "ppo" else 1
-    states = trained * model_state_bytes(actor.num_params()) / train_gpus
-    if states > hw.hbm_bytes:
-        raise ValueError(f"{trained} trained {actor.name} model(s) need {states / 1e9:.0f} GB "
-                         f"of states per GPU on {train_gpus} training GPUs (ZeRO-3, 16 bytes "
-                         f"per parameter); {hw.name} has {hw.hbm_bytes / 1e9:.0f} GB: give "
-                         f"training more GPUs")
+    one = model_state_bytes(actor.num_params())
+    if placement == "hybrid":               # actor on the actor pool, critic (PPO) apart
+        trained_on = {"actor": (1, rollout_gpus),
+                      "critic": (int(algo == "ppo"), gpus - rollout_gpus)}
+    else:
+        trained_on = {"training": (2 if algo == "ppo" else 1, train_gpus)}
+    for pool, (n, pool_gpus) in trained_on.items():
+        if n and n * one / pool_gpus > hw.hbm_bytes:
+            per_gpu = n * one / pool_gpus
+            raise ValueError(f"{n} trained {actor.name} model(s) need {per_gpu / 1e9:.0f} GB "
+                             f"of states per GPU on the {pool_gpus} GPUs of the {pool} pool "
+                             f"(ZeRO-3, 16 bytes per parameter); {hw.name} has "
+                             f"{hw.hbm_bytes / 1e9:.0f} GB: give training more GPUs")
     sync_s = weight_sync_s if weight_sync_s is not None else reshard_time_s(
         actor, hw, ParallelPlan(dp=train_gpus, zero_stage=3), engine.tp,
         mode="disaggregated" if placement == "disaggregated" else "colocated")

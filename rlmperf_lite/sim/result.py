@@ -127,7 +127,11 @@ class SimResult:
                          for iv in self.intervals if iv.pool == pool and iv.phase == "switch")
             total = (hi - lo) * gpus
             shares = {"compute": compute / total, "sync": sync / total, "switch": switch / total}
-            shares["idle"] = max(0.0, 1.0 - sum(shares.values()))
+            busy = sum(shares.values())
+            if busy > 1 + 1e-9:          # a bar overlapping another on the pool: a simulator bug
+                raise RuntimeError(f"pool {pool!r} is busy {busy:.3f} of the window: two phases "
+                                   f"overlap on it; please report this system")
+            shares["idle"] = max(0.0, 1.0 - busy)
             out[pool] = shares
         return out
 
@@ -135,7 +139,10 @@ class SimResult:
         """Mean share of the engine's slots running a sequence while it generates: the
         long-tail waste a busy/idle count hides."""
         s = self.samples
-        slot_s = float((s["end_s"] - s["start_s"]).sum())
+        held = s["end_s"] - s["start_s"]                                    # (samples,)
+        for a, b in self.rollout_pauses:            # paused sequences hold a slot but not a GPU
+            held -= np.clip(np.minimum(s["end_s"], b) - np.maximum(s["start_s"], a), 0, None)
+        slot_s = float(held.sum())
         spans, _ = self._pool_spans(self.system.placement["rollout"])
         busy = sum((b - a) * g for a, b, g in spans if g == self.system.engine.tp)
         return slot_s / (busy / self.system.engine.tp * self.system.engine.slots) if busy else 0.0

@@ -169,8 +169,9 @@ class RLSystem:
             raise ValueError(f"RLSystem.pools[{self.placement['rollout']!r}] has "
                              f"{self.pools[self.placement['rollout']]} GPUs, fewer than one "
                              f"rollout replica (Engine.tp = {self.engine.tp})")
-        for name in ("weight_sync_s", "switch_s", "staleness"):
+        for name in ("weight_sync_s", "switch_s"):
             check_number(f"RLSystem.{name}", getattr(self, name), low=0)
+        check_number("RLSystem.staleness", self.staleness, low=0, high=1000)
         check_choice("RLSystem.mode", self.mode, ("sync", "async"))
         check_int("RLSystem.minibatches", self.minibatches, 1)
         check_choice("RLSystem.consume", self.consume, ("ready", "batch"))

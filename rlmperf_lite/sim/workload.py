@@ -51,6 +51,9 @@ class Workload:
         check_number("Workload.mean_response_len", self.mean_response_len, low=1,
                      high=self.max_response_len)
         check_number("Workload.length_sigma", self.length_sigma, low=0, high=4)
+        if self.prompts * self.group_size > 10**7:
+            raise ValueError(f"Workload.prompts x group_size = {self.prompts * self.group_size:,}"
+                             f" samples per step exceeds 10,000,000; use fewer prompts")
 
     @property
     def samples_per_step(self) -> int:
