@@ -38,15 +38,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import check_bool, check_choice, check_int, check_number
-from ..nn import (COUNTER, AdamW, clip_grad_norm, copy_params, logps_backward, logps_forward,
+from ..nn import (COUNTER, AdamW, clip_grad_norm, logps_backward, logps_forward,
                   token_entropy, token_logps)
 from ..tasks import AdditionTask
 from .advantages import grpo_advantages, reinforce_pp_advantages, rloo_advantages
-from .common import (RLResult, blas_limits, check_fits_task, check_run_args, end_step,
+from .common import (RLResult, blas_limits, check_run_args, end_step,
                      flops_since, lr_factor, step_range)
-from .grpo import GRPOConfig, _rollout, loss_norms, policy_dlogps, policy_loss_value
+from .grpo import GRPOConfig, _rollout, init_run, loss_norms, policy_dlogps, policy_loss_value
 from .losses import kl_estimate, overlong_penalty, policy_loss
-from .warmstart import warm_start
 
 __all__ = ["AsyncGRPOConfig", "OBJECTIVES", "behav_importance_weights", "objective_inputs",
            "train_async_grpo"]
@@ -162,17 +161,8 @@ def train_async_grpo(config: AsyncGRPOConfig = AsyncGRPOConfig(), *,
 
 def _train(c: AsyncGRPOConfig, task, progress, on_step, eval_every, base_params) -> RLResult:
     cfg, P = c.model, task.prompt_len
-    check_fits_task(c, task)
     # the same generators, drawn in the same order, as train_grpo: k = 0 reproduces it exactly
-    rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)
-    t0 = time.perf_counter()
-    if base_params is None:
-        params, _ = warm_start(cfg, task, rng_init, max_steps=c.warmstart_max_steps,
-                               target_accuracy=c.warmstart_target_accuracy)
-    else:
-        params = copy_params(base_params, cfg, "base_params")
-    result = RLResult(params=params, base_params={k: v.copy() for k, v in params.items()},
-                      warmstart_s=0.0 if base_params is not None else time.perf_counter() - t0)
+    params, result, rng_data, rng_sample = init_run(c, task, base_params)
     opt = AdamW(params, lr=c.lr, betas=c.adam_betas)
     versions = deque([(0, _snapshot(params))], maxlen=c.staleness + 1)    # (version, weights)
     steps = step_range(c, f"async GRPO k={c.staleness}", progress)

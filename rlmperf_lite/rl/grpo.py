@@ -118,16 +118,7 @@ def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None =
 def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
            base_params) -> GRPOResult:
     cfg, c = config.model, config
-    check_fits_task(c, task)
-    rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)
-    t0 = time.perf_counter()
-    if base_params is None:
-        params, _ = warm_start(cfg, task, rng_init, max_steps=c.warmstart_max_steps,
-                               target_accuracy=c.warmstart_target_accuracy)
-    else:
-        params = copy_params(base_params, cfg, "base_params")
-    result = RLResult(params=params, base_params={k: v.copy() for k, v in params.items()},
-                      warmstart_s=0.0 if base_params is not None else time.perf_counter() - t0)
+    params, result, rng_data, rng_sample = init_run(c, task, base_params)
     opt = AdamW(params, lr=c.lr, betas=c.adam_betas)
     P = task.prompt_len
     steps = step_range(c, "GRPO", progress)
@@ -194,6 +185,28 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
                     on_step=on_step, eval_every=eval_every, stop_at_accuracy=stop_at_accuracy):
             break
     return result
+
+
+def init_run(c: GRPOConfig, task, base_params) -> tuple:
+    """The start every GRPO loop shares (this one, and the asynchronous one of Chapter 11):
+    check the config fits the task, split the seed into the init, data and sampling generators
+    (in this order), warm-start or copy ``base_params``, and open the result record. Returns
+    (params, result, rng_data, rng_sample).
+
+    Raises:
+        ValueError: from the task check, or for ``base_params`` of the wrong shape.
+    """
+    check_fits_task(c, task)
+    rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)
+    t0 = time.perf_counter()
+    if base_params is None:
+        params, _ = warm_start(c.model, task, rng_init, max_steps=c.warmstart_max_steps,
+                               target_accuracy=c.warmstart_target_accuracy)
+    else:
+        params = copy_params(base_params, c.model, "base_params")
+    result = RLResult(params=params, base_params={k: v.copy() for k, v in params.items()},
+                      warmstart_s=0.0 if base_params is not None else time.perf_counter() - t0)
+    return params, result, rng_data, rng_sample
 
 
 def loss_norms(completion_mask, config: GRPOConfig) -> dict:
