@@ -262,3 +262,16 @@ def test_hybrid_checks_the_critics_pool_too():
     with pytest.raises(ValueError, match="4 GPUs of the critic pool"):
         system_from_cost("qwen2.5-72b", "h100-sxm", Workload(prompts=32), placement="hybrid",
                          algo="ppo", gpus=64, rollout_gpus=60)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(decode_efficiency=0), "decode_efficiency"), (dict(train_efficiency=5), "train_eff"),
+    (dict(hardware=None), "hardware must be"), (dict(workload=None), "workload must be"),
+])
+def test_system_from_cost_names_a_bad_argument(kwargs, match):
+    args = dict(actor="qwen2.5-7b", hardware="h100-sxm", workload=Workload(), gpus=8)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        system_from_cost(args.pop("actor"), args.pop("hardware"), args.pop("workload"), **args)
+    assert system_from_cost("qwen2.5-7b", "h100-sxm", Workload(), placement="disaggregated",
+                            gpus=8, rollout_gpus=np.int64(4)).pools["rollout"] == 4

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..checks import check_choice, check_int, check_number
 from ..cost import (ParallelPlan, decode_step_bytes, decode_step_flops, estimate_rl_step,
                     hardware_preset, kv_cache_bytes_per_token, model_preset, model_state_bytes,
                     reshard_time_s)
+from ..cost.hardware import HardwareSpec
 from ..cost.model import ModelConfig
 from ..cost.rollout import rollout_tp
 from .system import CPU, ROLES, Engine, PhaseCost, RLSystem
@@ -38,6 +41,19 @@ def _model(m):
     return model_preset(m) if isinstance(m, str) else m
 
 
+def _inputs(actor, hardware, workload):
+    """(HardwareSpec, ModelConfig) from presets or objects, checking all three arguments."""
+    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
+    if not isinstance(hw, HardwareSpec):
+        raise ValueError(f"hardware must be a HardwareSpec or a preset name, got {hardware!r}")
+    actor = _model(actor)
+    if not isinstance(actor, ModelConfig):
+        raise ValueError(f"actor must be a ModelConfig or a preset name, got {actor!r}")
+    if not isinstance(workload, Workload):
+        raise ValueError(f"workload must be a Workload, got {type(workload).__name__}")
+    return hw, actor
+
+
 def engine_from_cost(actor, hardware, workload: Workload, rollout_gpus: int, *,
                      max_num_seqs: int = 256, kv_memory_share: float = 0.9,
                      decode_efficiency: float = 0.6, train_efficiency: float = 0.4) -> Engine:
@@ -48,10 +64,12 @@ def engine_from_cost(actor, hardware, workload: Workload, rollout_gpus: int, *,
         ValueError: naming a bad argument, or when the weights leave no room for one sequence's
             KV cache.
     """
-    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
-    actor = _model(actor)
+    hw, actor = _inputs(actor, hardware, workload)
     check_int("rollout_gpus", rollout_gpus, 1)
     check_int("max_num_seqs", max_num_seqs, 1)
+    for label, v in (("decode_efficiency", decode_efficiency),
+                     ("train_efficiency", train_efficiency)):
+        check_number(label, v, low=0, high=1, low_open=True)
     check_number("kv_memory_share", kv_memory_share, low=0, high=1, low_open=True)
     tp = rollout_tp(actor, hw, rollout_gpus)
     kv_seq = kv_cache_bytes_per_token(actor) * (workload.prompt_len + workload.mean_response_len)
@@ -121,13 +139,10 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
     """
     check_choice("placement", placement, PLACEMENTS)
     check_int("gpus", gpus, 1)
-    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
-    actor = _model(actor)
-    if not isinstance(actor, ModelConfig):
-        raise ValueError(f"actor must be a ModelConfig or a preset name, got {actor!r}")
+    hw, actor = _inputs(actor, hardware, workload)
     if placement != "colocated":
-        if not isinstance(rollout_gpus, int) or isinstance(rollout_gpus, bool) or \
-                not 0 < rollout_gpus < gpus:
+        if not isinstance(rollout_gpus, (int, np.integer)) or isinstance(rollout_gpus, bool) \
+                or not 0 < rollout_gpus < gpus:
             raise ValueError(f"rollout_gpus must be an int in [1, gpus - 1] = [1, {gpus - 1}] "
                              f"for a {placement} placement, got {rollout_gpus!r}")
     if placement == "hybrid" and algo != "ppo" and reward_model is None:
