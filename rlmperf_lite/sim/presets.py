@@ -925,7 +925,7 @@ def _covered(spans, points):
 
 
 def step_breakdown(result, tail_steps: int | None = None) -> dict:
-    """Where a steady-state step's wall time goes (book section 12.4): the mean, over the steps
+    """Where a steady-state step's wall time goes (book section 12.5): the mean, over the steps
     after the warm-up, of the seconds during which the GPUs only generate
     (``generation_only_s``), only run phases after generation (``training_only_s``), do both
     on different pools (``overlap_s``), sync weights (``weight_sync_s``) or do neither
@@ -940,10 +940,16 @@ def step_breakdown(result, tail_steps: int | None = None) -> dict:
     layout's critical path.
 
     The window: the steps after :attr:`~rlmperf_lite.sim.SimResult.warmup_steps`, less the
-    last ``tail_steps``. A result holds only the samples trained on, and a sample generated
-    during step k of an asynchronous run is trained on up to ceil(staleness) steps later (one
-    more with partial rollout), so the default ``tail_steps`` leaves those steps out: their
-    generation would be missing. ``step_time_s`` is the mean step time over the window.
+    last ``tail_steps``; ``step_time_s`` is the mean step time over the window. The breakdown
+    is a split of wall time, not of samples, and a result holds every sample the engine
+    started (those never trained with ``consumed_step`` -1), so the window's generation is
+    complete whatever ``tail_steps``. The default, ceil(staleness) steps (one more with partial
+    rollout) for an asynchronous run and none for a synchronous one, is a heuristic, a
+    conservative margin that keeps the run's last versions out of the mean (``tail_steps=0``
+    is as valid and moves the book's presets' numbers by well under 1%). It is not a
+    staleness bound: the staleness bound limits how far the engine runs
+    ahead when it admits a group, and with streaming consumption a sample can be trained
+    many more versions after it started (:attr:`~rlmperf_lite.sim.SimResult.staleness`).
 
     Raises:
         ValueError: naming ``result`` if it is not a :class:`~rlmperf_lite.sim.SimResult`, or
