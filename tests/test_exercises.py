@@ -25,7 +25,7 @@ from rlmperf_lite.workdepth import ppo_step_workdepth
 REPO = Path(__file__).resolve().parents[1]
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 CHAPTERS = {f"ch{n:02d}": (next((REPO / "book").glob(f"ch{n:02d}_*.md")),
-                          REPO / "notebooks" / f"ch{n:02d}_lab.ipynb") for n in range(1, 14)}
+                          REPO / "notebooks" / f"ch{n:02d}_lab.ipynb") for n in range(1, 15)}
 
 
 # ---- check_answer ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Answers to the labs' exercises, computed by the library when asked (book Labs 1–13).
+"""Answers to the labs' exercises, computed by the library when asked (book Labs 1–14).
 
 Each lab ends with exercises, each followed by its worked solution (folded in the full edition
 of the book, left out of the student edition). Where an answer is a number, the solution ends
@@ -28,11 +28,12 @@ from .labs10 import ANSWERS as _LAB10
 from .labs11 import ANSWERS as _LAB11
 from .labs12 import ANSWERS as _LAB12
 from .labs13 import ANSWERS as _LAB13
+from .labs14 import ANSWERS as _LAB14
 
 __all__ = ["Answer", "REGISTRY", "answers", "check_answer", "expected_answer"]
 
 REGISTRY: dict[str, Answer] = {**_PART1, **_PART2, **_PART3, **_LAB10, **_LAB11,
-                              **_LAB12, **_LAB13}
+                              **_LAB12, **_LAB13, **_LAB14}
 """Exercise id -> :class:`Answer`."""
 
 
