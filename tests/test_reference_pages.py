@@ -106,10 +106,18 @@ def test_every_entry_has_an_author(bib):
 
 
 def test_every_year_is_a_year_or_undated(bib):
-    # "n.d." marks a repository document that carries no date; anything else is a 4-digit year.
+    # "n.d." marks a repository document that carries no date; anything else is a 4-digit year,
+    # with a letter when one team has several documents that year (author-year labels must
+    # differ: "verl contributors, 2025a", "2025b", ...)
     bad = {k: e.fields["year"] for k, e in bib.entries.items()
-           if not re.fullmatch(r"(19|20)\d\d|n\.d\.", e.fields.get("year", ""))}
+           if not re.fullmatch(r"(19|20)\d\d[a-z]?|n\.d\.", e.fields.get("year", ""))}
     assert not bad, bad
+    labels = {}
+    for k, e in bib.entries.items():
+        people = e.persons.get("author", [])
+        first = " ".join(people[0].last_names) if people else e.fields.get("author", "")
+        labels.setdefault((first, len(people) > 1, e.fields.get("year")), []).append(k)
+    assert not {lab: ks for lab, ks in labels.items() if len(ks) > 1}
 
 
 def test_every_entry_has_a_link(bib):
