@@ -30,10 +30,9 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from ..checks import check_int, check_number
 from ..nn import copy_params
-from ..rl.async_grpo import (AsyncGRPOConfig, _advantages, behav_importance_weights,
-                             objective_inputs)
+from ..rl.async_grpo import AsyncGRPOConfig, behav_importance_weights, objective_inputs
 from ..rl.common import blas_limits, check_fits_task, lr_factor
-from ..rl.grpo import loss_norms, policy_loss_value
+from ..rl.grpo import loss_norms, policy_loss_value, step_advantages
 from ..rl.losses import policy_loss
 from ..rl.warmstart import warm_start
 from ..tasks import AdditionTask
@@ -226,7 +225,7 @@ class Controller:
         verifier = np.concatenate([s["verifier_rewards"] for s in scores])
         ref_logps = None if c.kl_coef == 0 else np.concatenate([s["ref_logps"] for s in scores])
         with blas_limits(c), self._log.phase("advantages", step):
-            advantages = _advantages(c, rewards, mask, behav, ref_logps)
+            advantages = step_advantages(c, rewards, mask, behav, ref_logps)
         self._records += self._log.drain()
         kl_ref = ref_logps if c.kl_coef > 0 and c.advantage_estimator != "reinforce_pp" else None
         prox = behav if version == step else self._prox(step, tokens, flops)        # (B*G, R)

@@ -41,11 +41,11 @@ from ..checks import check_bool, check_choice, check_int, check_number
 from ..nn import (COUNTER, AdamW, clip_grad_norm, logps_backward, logps_forward,
                   token_entropy, token_logps)
 from ..tasks import AdditionTask
-from .advantages import grpo_advantages, reinforce_pp_advantages, rloo_advantages
 from .common import (RLResult, blas_limits, check_run_args, end_step,
                      flops_since, lr_factor, step_range)
-from .grpo import GRPOConfig, _rollout, init_run, loss_norms, policy_dlogps, policy_loss_value
-from .losses import kl_estimate, overlong_penalty, policy_loss
+from .grpo import (GRPOConfig, _rollout, init_run, loss_norms, policy_dlogps, policy_loss_value,
+                   step_advantages)
+from .losses import overlong_penalty, policy_loss
 
 __all__ = ["AsyncGRPOConfig", "OBJECTIVES", "behav_importance_weights", "objective_inputs",
            "train_async_grpo"]
@@ -182,7 +182,7 @@ def _train(c: AsyncGRPOConfig, task, progress, on_step, eval_every, base_params)
             rewards = rewards + overlong_penalty(mask.sum(axis=1), c.max_new_tokens,
                                                  c.overlong_buffer_len)
         times["reward_s"] = (t2 := time.perf_counter()) - t
-        advantages = _advantages(c, rewards, mask, behav_logps, ref_logps)
+        advantages = step_advantages(c, rewards, mask, behav_logps, ref_logps)
         times["advantages_s"] = (t := time.perf_counter()) - t2
         kl_ref = ref_logps if c.kl_coef > 0 and c.advantage_estimator != "reinforce_pp" else None
         # proximal policy = the weights before this step's updates; for a fresh batch (sampled
@@ -255,16 +255,3 @@ def _update(params, opt, c: AsyncGRPOConfig, tokens, mask, old, adv, behav, kl_r
 def _snapshot(params: dict) -> dict:
     """A copy of the weights: what the trainer sends to the rollout engine."""
     return {k: v.copy() for k, v in params.items()}
-
-
-def _advantages(c: GRPOConfig, rewards, mask, behav_logps, ref_logps) -> np.ndarray:
-    """The advantages of ``c.advantage_estimator``, as :func:`rlmperf_lite.rl.train_grpo` picks
-    them: (B*G,), or (B*G, R) for REINFORCE++ (KL to the reference in the reward, k1 of the
-    behaviour log-probs)."""
-    if c.advantage_estimator == "grpo":
-        return grpo_advantages(rewards, c.group_size, scale=c.adv_scale)
-    if c.advantage_estimator == "rloo":
-        return rloo_advantages(rewards, c.group_size)
-    return reinforce_pp_advantages(
-        rewards, mask, kl_coef=c.kl_coef,
-        per_token_kl=kl_estimate(behav_logps, ref_logps, "k1") if c.kl_coef else None)

@@ -137,14 +137,8 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
                                                  c.overlong_buffer_len)
         times["reward_s"] = (t2 := time.perf_counter()) - t
         kl_in_loss = c.kl_coef > 0 and c.advantage_estimator != "reinforce_pp"
-        if c.advantage_estimator == "grpo":
-            advantages = grpo_advantages(rewards, c.group_size, scale=c.adv_scale)   # (B*G,)
-        elif c.advantage_estimator == "rloo":
-            advantages = rloo_advantages(rewards, c.group_size)
-        else:                                                          # (B*G, R), KL in reward
-            advantages = reinforce_pp_advantages(
-                rewards, mask, kl_coef=c.kl_coef,
-                per_token_kl=kl_estimate(old_logps, ref_logps, "k1") if c.kl_coef else None)
+        advantages = step_advantages(c, rewards, mask, old_logps,
+                                     ref_logps if c.kl_coef > 0 else None)
         times["advantages_s"] = (t := time.perf_counter()) - t2
         # gradient accumulation: each micro-batch is weighted with the whole batch's token and
         # sequence counts, so the summed gradient equals the full batch's (not a mean of means)
@@ -185,6 +179,19 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
                     on_step=on_step, eval_every=eval_every, stop_at_accuracy=stop_at_accuracy):
             break
     return result
+
+
+def step_advantages(c: GRPOConfig, rewards, mask, old_logps, ref_logps) -> np.ndarray:
+    """The advantages of ``c.advantage_estimator``: (B*G,) for "grpo" and "rloo", (B*G, R) for
+    REINFORCE++ (KL to the reference in the reward: k1 of ``old_logps`` against
+    ``ref_logps``, both (B*G, R), when ``c.kl_coef`` > 0). Shared by every GRPO loop."""
+    if c.advantage_estimator == "grpo":
+        return grpo_advantages(rewards, c.group_size, scale=c.adv_scale)
+    if c.advantage_estimator == "rloo":
+        return rloo_advantages(rewards, c.group_size)
+    return reinforce_pp_advantages(
+        rewards, mask, kl_coef=c.kl_coef,
+        per_token_kl=kl_estimate(old_logps, ref_logps, "k1") if c.kl_coef else None)
 
 
 def init_run(c: GRPOConfig, task, base_params) -> tuple:
