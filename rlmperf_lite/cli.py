@@ -1,7 +1,8 @@
 """The ``rlmperf`` command line (also ``python -m rlmperf_lite``), book section 1.6.
 
     rlmperf train --algo {grpo,dr_grpo,dapo,rloo,reinforce_pp,ppo} --seed 0 [--steps N] [--json]
-    rlmperf train --runtime ray [--address ADDR] [--ray-mode {colocated,sync,one_step_off}]
+    rlmperf train --runtime ray [--address ADDR] [--ray-mode {colocated,sync,one_step_off,async}]
+        [--staleness K]
     rlmperf workdepth [--num-layers L ...] [--json]
     rlmperf estimate --model qwen2.5-7b --hardware h100 --algo grpo --prompts 32 \
         --group-size 16 --prompt-len 512 --response-len 4096 --gpus 64 [--json]
@@ -48,11 +49,16 @@ def _train(args) -> int:
         if args.algo == "ppo" or args.eval_every or args.stop_at_accuracy is not None:
             raise ValueError("--runtime ray runs the GRPO family without --eval-every or "
                              "--stop-at-accuracy; use --algo grpo, dr_grpo, rloo or reinforce_pp")
-        from .distributed import init_ray, train_ray
+        if args.ray_mode == "async" and args.staleness is None:
+            raise ValueError("--ray-mode async needs --staleness K (how many weight versions "
+                             "the rollout may run ahead, >= 0)")
+        from .distributed import init_ray, mode_config, train_ray
+        config = mode_config(config, args.ray_mode, staleness=args.staleness)
         init_ray(args.address)
         result = train_ray(config, mode=args.ray_mode, on_step=emit)
-    elif args.address is not None:
-        raise ValueError("--address is the Ray cluster of --runtime ray")
+    elif args.address is not None or args.staleness is not None:
+        raise ValueError(f"--{'address' if args.address is not None else 'staleness'} is an "
+                         f"option of --runtime ray")
     else:
         result = train(config, task=task, progress=not args.json, on_step=emit,
                        eval_every=args.eval_every, stop_at_accuracy=args.stop_at_accuracy)
@@ -150,8 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--address", default=None,
                     help="with --runtime ray: the cluster to join ('auto', 'ray://host:10001'); "
                          "default: start a local Ray (2 CPUs, 150 MiB object store)")
-    tr.add_argument("--ray-mode", choices=["colocated", "sync", "one_step_off"], default="sync",
+    tr.add_argument("--ray-mode", choices=["colocated", "sync", "one_step_off", "async"],
+                    default="sync",
                     help="with --runtime ray: where the roles run and how far rollout runs ahead")
+    tr.add_argument("--staleness", type=int, default=None,
+                    help="with --ray-mode async: the versions the rollout may run ahead "
+                         "(AReaL's eta; 0 = on-policy)")
     tr.add_argument("--json", action="store_true", help="one JSON object per line")
     tr.set_defaults(func=_train)
 

@@ -56,3 +56,24 @@ def test_train_on_ray_matches_the_in_process_run():
         assert a["loss"] == b["loss"]
     out = rlmperf("train", "--steps", "1", "--address", "auto")
     assert out.returncode == 2 and "--address" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_train_on_ray_async_matches_the_in_process_async_loop():
+    """`--ray-mode async --staleness 1` logs the in-process asynchronous loop's rewards and
+    losses at staleness 1; async without --staleness, or --staleness with another mode or without
+    --runtime ray, is one clear line naming the option."""
+    from rlmperf_lite.rl import AsyncGRPOConfig, train_async_grpo
+    out = rlmperf("train", "--steps", "3", "--json", "--runtime", "ray", "--ray-mode", "async",
+                  "--staleness", "1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [json.loads(x) for x in out.stdout.strip().splitlines()[:-1]]
+    want = train_async_grpo(AsyncGRPOConfig(steps=3, staleness=1)).history
+    assert [r["staleness"] for r in rows] == [0, 1, 1]
+    for a, b in zip(rows, want):
+        assert a["reward_mean"] == b["reward_mean"] and a["loss"] == b["loss"]
+    for args, name in ((("--runtime", "ray", "--ray-mode", "async"), "--staleness"),
+                       (("--runtime", "ray", "--ray-mode", "sync", "--staleness", "2"),
+                        "staleness"),
+                       (("--staleness", "1"), "--staleness")):
+        out = rlmperf("train", "--steps", "1", *args)
+        assert out.returncode == 2 and name in out.stderr and "Traceback" not in out.stderr

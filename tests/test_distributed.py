@@ -15,7 +15,8 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from rlmperf_lite.distributed import (Checkpoint, Controller, Learner, init_ray,  # noqa: E402
-                                      load_checkpoint, save_checkpoint, shutdown_ray, train_ray)
+                                      load_checkpoint, phase_overlap_s, phase_times,
+                                      save_checkpoint, shutdown_ray, to_intervals, train_ray)
 from rlmperf_lite.nn import copy_params, generate  # noqa: E402
 from rlmperf_lite.parallel import ProcessGroup  # noqa: E402
 from rlmperf_lite.parallel.data import (FlatLayout, dp_grads, make_grpo_batch,  # noqa: E402
@@ -134,6 +135,35 @@ def test_one_step_off_equals_in_process_staleness_1(one_step_off):
     assert [row["staleness"] for row in got.history] == [0, 1, 1]
     assert_timeline_well_formed(got.timeline, DISAGGREGATED, CONFIG.steps)
     assert first(got.timeline, "generate", 1) < first(got.timeline, "actor_update", 0, end=True)
+    assert got.config == dataclasses.replace(CONFIG, staleness=1)     # the run keeps its config
+
+
+def test_proximal_logps_run_beside_the_scoring(one_step_off):
+    """From staleness 1 the controller submits the learners' proximal log-probs before it waits
+    for the scores, so the two branches of the step run at the same time: their bars overlap
+    (in at least one stale step: a busy machine may delay one call past the other)."""
+    got, _ = one_step_off
+    overlaps = [phase_overlap_s(got.timeline, ("ref_logp", "reward"), ("old_logp",), s)
+                for s in range(1, CONFIG.steps)]
+    assert all(o >= 0 for o in overlaps) and max(overlaps) > 0, overlaps
+
+
+def test_phase_times_count_the_time_a_phase_runs_not_the_gaps():
+    """Two learners' update bars with a gap between them: the history's update_s is their
+    union, and phase_overlap_s the time two phases share."""
+    rec = [("learner", "learner/r0", "actor_update", 10.0, 11.0, 3),
+           ("learner", "learner/r1", "actor_update", 10.5, 11.5, 3),
+           ("learner", "learner/r0", "actor_update", 12.0, 12.5, 3),
+           ("ref_reward", "ref_reward/r0", "ref_logp", 11.25, 12.25, 3),
+           ("learner", "learner/r0", "actor_update", 20.0, 29.0, 4)]
+    times = phase_times(3, rec)
+    assert times["update_s"] == pytest.approx(2.0)          # 10-11.5 and 12-12.5, not 10-12.5
+    assert times["ref_logps_s"] == pytest.approx(1.0) and times["rollout_s"] == 0.0
+    bars = to_intervals(rec, 10.0)
+    assert phase_overlap_s(bars, ("actor_update",), ("ref_logp",), 3) == pytest.approx(0.5)
+    assert phase_overlap_s(bars, ("ref_logp",), ("generate",), 3) == 0.0
+    with pytest.raises(ValueError, match="phases_b"):
+        phase_overlap_s(bars, ("ref_logp",), "old_logp", 3)
 
 
 def test_resume_from_checkpoint_takes_the_same_next_step(one_step_off, base):

@@ -14,7 +14,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from rlmperf_lite.distributed import RayRunResult, init_ray, shutdown_ray, train_ray  # noqa: E402
-from rlmperf_lite.distributed.predict import (REFERENCE_COSTS, RunComparison,  # noqa: E402
+from rlmperf_lite.distributed import (REFERENCE_COSTS, RunComparison,  # noqa: E402
                                               ToyCosts, compare_run, controller_workdepth,
                                               measured_compute, measured_costs, mode_config,
                                               predict_run, toy_system)
@@ -69,6 +69,18 @@ def test_measured_costs_are_the_phases_summed_per_step():
     assert costs.sim_phase_s["reward"] == pytest.approx(0.3 * MS)      # + advantages
     assert costs.sim_phase_s["actor_update"] == pytest.approx(6.5 * MS)  # + grad exchange
     assert costs.generate_s_per_token == pytest.approx(2 * MS / (8 * 4 * 4))
+
+
+def test_the_runs_own_config_is_the_default_and_a_different_one_is_refused():
+    """A result that carries its config needs none; one that differs from it is refused, and a
+    result without one needs it."""
+    run = fake_sync_run()
+    with pytest.raises(ValueError, match="config must be given"):
+        measured_costs(run)
+    run.config = mode_config(CONFIG, "sync")
+    assert measured_costs(run) == measured_costs(run, CONFIG)
+    with pytest.raises(ValueError, match="config differs"):
+        compare_run(run, dataclasses.replace(CONFIG, num_prompts=16))
 
 
 def test_compare_run_on_a_known_timeline():

@@ -26,19 +26,19 @@ from pathlib import Path
 
 import numpy as np
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import RayTaskError
 
 from ..checks import check_int, check_number
 from ..nn import copy_params
-from ..rl.async_grpo import AsyncGRPOConfig, behav_importance_weights, objective_inputs
+from ..rl.async_grpo import AsyncGRPOConfig, objective_inputs, step_metrics
 from ..rl.common import blas_limits, check_fits_task, lr_factor
-from ..rl.grpo import loss_norms, policy_loss_value, step_advantages
+from ..rl.grpo import frac_reward_zero_std, loss_norms, policy_loss_value, step_advantages
 from ..rl.losses import policy_loss
 from ..rl.warmstart import warm_start
 from ..tasks import AdditionTask
 from .checkpoint import Checkpoint, check_resume, load_checkpoint, save_checkpoint
-from .faults import RolloutPool
-from .modes import place_actors, run_config
+from .faults import RolloutPool, get_or_report, raise_if_dead
+from .modes import check_layout, place_actors, run_config
 from .result import RayRunResult, phase_times, to_intervals
 from .runtime import init_ray
 from .workers import PhaseLog, _generator
@@ -71,8 +71,6 @@ class Controller:
                  cpus_per_actor: float = 0.0):
         c = self.c = run_config(config, mode)
         self.mode, self.k = mode, c.staleness
-        check_int("num_rollout_workers", num_rollout_workers, 1)
-        check_int("num_learners", num_learners, 1)
         check_int("checkpoint_every", checkpoint_every, 0)
         check_int("max_worker_replacements", max_worker_replacements, 0)
         check_number("cpus_per_actor", cpus_per_actor, low=0)
@@ -81,14 +79,7 @@ class Controller:
         self.task = task or AdditionTask()
         check_fits_task(c, self.task)
         W, L = num_rollout_workers, num_learners
-        if mode == "colocated" and W != L:
-            raise ValueError(f"num_rollout_workers={W} must equal num_learners={L} in colocated "
-                             f"mode (each actor hosts one of each)")
-        if W > c.num_prompts:
-            raise ValueError(f"num_rollout_workers={W} exceeds num_prompts={c.num_prompts}")
-        if c.num_prompts // c.num_minibatches < L:
-            raise ValueError(f"num_learners={L} exceeds the {c.num_prompts // c.num_minibatches}"
-                             f" groups of a minibatch; every learner needs one")
+        check_layout(mode, c.num_prompts, W, L, c.num_prompts // c.num_minibatches)
         if checkpoint_every and checkpoint_dir is None:
             raise ValueError("checkpoint_dir must be given when checkpoint_every > 0")
         self.W, self.L, self.cpus = W, L, cpus_per_actor
@@ -174,7 +165,7 @@ class Controller:
         c = self.c
         result = RayRunResult(params={}, base_params={k: v.copy() for k, v in
                                                       self.base_params.items()},
-                              warmstart_s=self.warmstart_s, mode=self.mode)
+                              warmstart_s=self.warmstart_s, mode=self.mode, config=c)
         self._records, self._next_submit, self._data_state, self._prompts = [], \
             self.start_step, {}, {}
         self._log = PhaseLog("controller", "controller")
@@ -203,7 +194,7 @@ class Controller:
         try:
             outs, syncs = self.rollouts.collect(step)
         except RayTaskError as err:            # failed inside: e.g. its weights never came
-            self._raise_if_dead(step, err)
+            raise_if_dead(self.learners + self.ref, step, err)
             raise RuntimeError(f"the rollout of step {step} failed: {err}") from err
         _, pairs = self._prompts.pop(step)
         flops = {}
@@ -218,8 +209,11 @@ class Controller:
         behav, version = cat("per_token_logps", 0), outs[0]["version"]             # (B*G, R)
         chunks = np.array_split(np.arange(c.num_prompts), len(self.ref))
         rows = [slice(ch[0] * G, (ch[-1] + 1) * G) for ch in chunks]
-        scores = self._get([h.call("score", tokens[r], mask[r], pairs[ch], step)
-                            for h, r, ch in zip(self.ref, rows, chunks)], step)
+        score_refs = [h.call("score", tokens[r], mask[r], pairs[ch], step)
+                      for h, r, ch in zip(self.ref, rows, chunks)]
+        # a stale batch's proximal log-probs run on the learners while the batch is scored
+        prox_refs = None if version == step else self._prox_refs(step, tokens)
+        scores = self._get(score_refs, step)
         self._take(scores, flops)
         rewards = np.concatenate([s["rewards"] for s in scores])                  # (B*G,)
         verifier = np.concatenate([s["verifier_rewards"] for s in scores])
@@ -228,24 +222,19 @@ class Controller:
             advantages = step_advantages(c, rewards, mask, behav, ref_logps)
         self._records += self._log.drain()
         kl_ref = ref_logps if c.kl_coef > 0 and c.advantage_estimator != "reinforce_pp" else None
-        prox = behav if version == step else self._prox(step, tokens, flops)        # (B*G, R)
+        if prox_refs is None:                   # a fresh batch: the behaviour policy's own
+            prox = behav
+        else:
+            outs = self._get(prox_refs, step)
+            self._take(outs, flops)
+            prox = np.concatenate([o["logps"] for o in outs])                  # (B*G, R)
         old, adv = objective_inputs(c.objective, advantages, behav, prox, mask,
                                     cap=c.behav_imp_weight_cap)
         logs = self._update(step, tokens, mask, old, adv, behav, kl_ref, flops)
         self._publish(step + 1)
-        w = behav_importance_weights(prox, behav, mask)
-        by_group = verifier.reshape(-1, G)
-        return {"step": step, "reward_mean": float(rewards.mean()),
-                "reward_std": float(rewards.std()),
-                "response_length": float(mask.sum(axis=1).mean()),
-                **{k: float(np.mean([log[k] for log in logs])) for k in logs[0]},
-                "staleness": step - version,
-                "importance_weight_mean": float((w * mask).sum() / max(mask.sum(), 1.0)),
-                "importance_weight_max": float(np.max(w, where=mask > 0, initial=0.0)),
+        return {**step_metrics(step, rewards, mask, logs, step - version, prox, behav),
                 "response_width": int(mask.shape[1]), "resample_rounds": 0,
-                "frac_reward_zero_std": float(np.mean(by_group.max(axis=1)
-                                                      == by_group.min(axis=1))),
-                **flops}
+                "frac_reward_zero_std": frac_reward_zero_std(verifier, G), **flops}
 
     def _submit_rollouts(self, upto_version: int) -> None:
         """Sample prompts and queue the rollout of every step whose weight version,
@@ -265,14 +254,13 @@ class Controller:
         """Contiguous row slices of whole groups, one per learner; ``rows`` (groups, G)."""
         return [slice(int(r[0, 0]), int(r[-1, -1]) + 1) for r in np.array_split(rows, self.L)]
 
-    def _prox(self, step: int, tokens, flops: dict) -> np.ndarray:
-        """The learners' log-probs of a stale batch (the proximal policy), (B*G, R)."""
+    def _prox_refs(self, step: int, tokens) -> list:
+        """Ask the learners for the log-probs of a stale batch under the current weights (the
+        proximal policy), each for its shard of rows; their ObjectRefs."""
         batch = ray.put({"tokens": tokens, "prompt_len": self.task.prompt_len})
         rows = np.arange(len(tokens)).reshape(-1, self.c.group_size)
-        outs = self._get([h.call("prox_logps", batch, sh, step)
-                          for h, sh in zip(self.learners, self._shards(rows))], step)
-        self._take(outs, flops)
-        return np.concatenate([o["logps"] for o in outs])
+        return [h.call("prox_logps", batch, sh, step)
+                for h, sh in zip(self.learners, self._shards(rows))]
 
     def _update(self, step, tokens, mask, old, adv, behav, kl_ref, flops) -> list:
         """One AdamW step per minibatch of whole groups, data-parallel over the learners (each
@@ -332,26 +320,7 @@ class Controller:
 
     def _get(self, refs: list, step: int) -> list:
         """``ray.get`` of calls to learners or reference/reward workers."""
-        try:
-            return ray.get(refs)
-        except RayActorError as err:
-            self._raise_if_dead(step, err)
-            raise
-
-    def _raise_if_dead(self, step: int, err: Exception) -> None:
-        """After a failed call: raise a RuntimeError naming the learners or reference/reward
-        workers that died (their state, unlike a rollout worker's, is not rebuilt here)."""
-        dead = []
-        for h in {h.lane: h for h in self.learners + self.ref}.values():
-            try:
-                ray.get(h.call("ready"), timeout=30)
-            except (RayActorError, ray.exceptions.GetTimeoutError):
-                dead.append(h.lane)
-        if dead:
-            raise RuntimeError(f"{', '.join(dead)} died at step {step} ({type(err).__name__}); "
-                               f"a learner's state dies with its process: resume from the last "
-                               f"checkpoint") from err
-
+        return get_or_report(refs, step, self.learners + self.ref)
 
 def train_ray(config=None, *, mode: str = "sync", on_step=None, **kwargs) -> RayRunResult:
     """Run the toy GRPO system on Ray (started locally by

@@ -18,7 +18,7 @@ from collections import OrderedDict
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-__all__ = ["RolloutPool"]
+__all__ = ["RolloutPool", "get_or_report", "raise_if_dead"]
 
 
 class RolloutPool:
@@ -117,3 +117,34 @@ class RolloutPool:
         for s, (version, prompts, _) in pending.items():
             self._submit_one(k, s, version, prompts)
         self.replacements.append({"step": step, "lane": lane, "error": type(err).__name__})
+
+
+def get_or_report(refs: list, step: int, handles: list) -> list:
+    """``ray.get(refs)`` of calls to the stateful workers ``handles`` (learners,
+    reference/reward); if one of them died, :func:`raise_if_dead` says which.
+
+    Raises:
+        RuntimeError: naming the dead workers.
+        ray.exceptions.RayActorError: the call failed and every worker answers.
+    """
+    try:
+        return ray.get(refs)
+    except RayActorError as err:
+        raise_if_dead(handles, step, err)
+        raise
+
+
+def raise_if_dead(handles: list, step: int, err: Exception, timeout_s: float = 30.0) -> None:
+    """After a failed call: raise a RuntimeError naming the workers of ``handles`` that do not
+    answer within ``timeout_s`` (learners and reference/reward workers: their state, unlike a
+    rollout worker's, is not rebuilt here, so the run must resume from a checkpoint)."""
+    dead = []
+    for h in {h.lane: h for h in handles}.values():
+        try:
+            ray.get(h.call("ready"), timeout=timeout_s)
+        except (RayActorError, GetTimeoutError):
+            dead.append(h.lane)
+    if dead:
+        raise RuntimeError(f"{', '.join(dead)} died at step {step} ({type(err).__name__}); "
+                           f"a learner's state dies with its process: resume from the last "
+                           f"checkpoint") from err

@@ -19,16 +19,18 @@ disaggregated modes are verl's one-step-off recipe and AReaL's bounded staleness
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 
 import ray
 
-from ..checks import check_choice
+from ..checks import check_choice, check_int
 from ..rl.async_grpo import AsyncGRPOConfig
 from ..rl.grpo import GRPOConfig
 from .workers import ColocatedWorker, Learner, RefRewardWorker, RoleHandle, RolloutWorker
 
-__all__ = ["MODES", "MODE_STALENESS", "run_config", "Placement", "place_actors"]
+__all__ = ["MODES", "MODE_STALENESS", "mode_staleness", "run_config", "mode_config",
+           "check_layout", "Placement", "place_actors"]
 
 MODES = ("colocated", "sync", "one_step_off", "async")
 MODE_STALENESS = {"colocated": 0, "sync": 0, "one_step_off": 1}
@@ -61,6 +63,67 @@ def run_config(config, mode: str) -> AsyncGRPOConfig:
         raise ValueError(f"config.staleness={config.staleness} conflicts with mode={mode!r} "
                          f"(staleness {MODE_STALENESS[mode]}); use mode='async'")
     return config
+
+
+def mode_staleness(mode: str, staleness, default: int | None = None) -> int:
+    """The staleness k ``mode`` runs: its own (:data:`MODE_STALENESS`), or ``staleness`` (else
+    ``default``) for ``"async"``.
+
+    Raises:
+        ValueError: naming ``mode``, or ``staleness`` (negative, or other than the mode's own).
+    """
+    check_choice("mode", mode, MODES)
+    if mode == "async":
+        k = default if staleness is None else staleness
+        check_int("staleness", k, 0)
+        return k
+    if staleness not in (None, MODE_STALENESS[mode]):
+        raise ValueError(f"staleness={staleness!r} conflicts with mode={mode!r} "
+                         f"(staleness {MODE_STALENESS[mode]}); use mode='async'")
+    return MODE_STALENESS[mode]
+
+
+def mode_config(config, mode: str, *, staleness: int | None = None, **changes) -> AsyncGRPOConfig:
+    """``config``'s GRPO settings (a GRPOConfig or AsyncGRPOConfig), with ``changes``, as the
+    AsyncGRPOConfig that ``mode`` runs: the mode's staleness, or ``staleness`` for
+    ``"async"`` (default: ``config``'s own).
+
+    Raises:
+        ValueError: naming ``config``, ``mode``, ``staleness`` or a changed field.
+    """
+    if not isinstance(config, GRPOConfig):
+        raise ValueError(f"config must be a GRPOConfig or AsyncGRPOConfig, got "
+                         f"{type(config).__name__}")
+    k = mode_staleness(mode, staleness, getattr(config, "staleness", None))
+    base = {f.name: getattr(config, f.name) for f in dataclasses.fields(GRPOConfig)}
+    extra = {} if not isinstance(config, AsyncGRPOConfig) else {
+        f.name: getattr(config, f.name) for f in dataclasses.fields(AsyncGRPOConfig)
+        if f.name not in base}
+    return AsyncGRPOConfig(**{**base, **extra, **changes, "staleness": k})
+
+
+def check_layout(mode: str, num_prompts: int, num_rollout_workers: int, num_learners: int,
+                 groups_per_minibatch: int | None = None) -> None:
+    """Check that W rollout workers and L learners can run ``mode`` on ``num_prompts`` prompts
+    per step: W, L >= 1; W = L when colocated (each actor hosts one of each); W, L at most B;
+    with ``groups_per_minibatch``, L at most that (every learner needs a group of each
+    minibatch).
+
+    Raises:
+        ValueError: naming ``num_rollout_workers`` or ``num_learners``.
+    """
+    W, L = num_rollout_workers, num_learners
+    check_int("num_rollout_workers", W, 1)
+    check_int("num_learners", L, 1)
+    if mode == "colocated" and W != L:
+        raise ValueError(f"num_rollout_workers={W} must equal num_learners={L} in colocated "
+                         f"mode (each actor hosts one of each)")
+    for name, n in (("num_rollout_workers", W), ("num_learners", L)):
+        if n > num_prompts:
+            raise ValueError(f"{name}={n} exceeds num_prompts={num_prompts}")
+    if groups_per_minibatch is not None and L > groups_per_minibatch:
+        raise ValueError(f"num_learners={L} exceeds the {groups_per_minibatch} groups of a "
+                         f"minibatch; every learner needs one")
 
 
 @dataclass

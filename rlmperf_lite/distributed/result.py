@@ -2,12 +2,14 @@
 in the simulator's format (book chapter "A mini RL system on Ray")."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..rl.common import RLResult
 from ..sim.phases import Interval
+from ..sim.result import union_s
 
-__all__ = ["RayRunResult", "PHASE_TIMES", "to_intervals", "phase_times"]
+__all__ = ["RayRunResult", "PHASE_TIMES", "to_intervals", "phase_times", "phase_overlap_s"]
 
 PHASE_TIMES = {"generate": "rollout_s", "ref_logp": "ref_logps_s", "reward": "reward_s",
                "advantages": "advantages_s", "old_logp": "prox_logps_s",
@@ -20,11 +22,14 @@ PHASE_TIMES = {"generate": "rollout_s", "ref_logp": "ref_logps_s", "reward": "re
 class RayRunResult(RLResult):
     """:class:`rlmperf_lite.rl.common.RLResult` (final params, per-step history with the keys of
     train_async_grpo's, the reference model) plus what the run on Ray adds. The history's
-    ``*_s`` are each phase's span over the actors that ran it in that step
+    ``*_s`` are the time each phase ran on at least one actor in that step
     (:func:`~rlmperf_lite.distributed.phase_times`); ``step_s`` is the wall time between two
     weight versions, as the simulator's step time."""
 
     mode: str = "sync"
+    config: object = None
+    """The :class:`~rlmperf_lite.rl.AsyncGRPOConfig` the run ran (the given config with the
+    mode's staleness, :func:`~rlmperf_lite.distributed.run_config`)."""
     timeline: list = field(default_factory=list)
     """:class:`~rlmperf_lite.sim.Interval` bars (pool = the actors' role, lane = the
     actor), seconds since the first step started, sorted by start."""
@@ -46,11 +51,32 @@ def to_intervals(records: list, t0: float) -> list:
 
 def phase_times(step: int, records: list) -> dict:
     """The history's ``*_s`` of ``step``: for each key of
-    :data:`~rlmperf_lite.distributed.PHASE_TIMES`, the span from the first start to the last end
-    of its phases in that step (0.0 if none ran)."""
+    :data:`~rlmperf_lite.distributed.PHASE_TIMES`, the wall time during which at least one actor
+    ran one of its phases in that step (the union of their bars: gaps between them, e.g. a
+    learner waiting for the others' gradients, are not counted; 0.0 if none ran)."""
     spans = {}
     for _, _, phase, a, b, s in records:
         if s == step and phase in PHASE_TIMES:
             spans.setdefault(PHASE_TIMES[phase], []).append((a, b))
-    return {name: (max(b for _, b in spans[name]) - min(a for a, _ in spans[name])
-                   if name in spans else 0.0) for name in dict.fromkeys(PHASE_TIMES.values())}
+    return {name: union_s(spans[name], -math.inf, math.inf) if name in spans else 0.0
+            for name in dict.fromkeys(PHASE_TIMES.values())}
+
+
+def phase_overlap_s(timeline: list, phases_a, phases_b, step: int) -> float:
+    """Seconds of ``step`` during which a phase of ``phases_a`` and one of ``phases_b`` ran at
+    the same time, on any actors: with A and B the unions of their
+    :class:`~rlmperf_lite.sim.Interval` bars, ``len(A & B) = len(A) + len(B) - len(A | B)``
+    (e.g. scoring, ``("ref_logp", "reward")``, against the proximal log-probs,
+    ``("old_logp",)``).
+
+    Raises:
+        ValueError: naming ``phases_a`` or ``phases_b`` when not a non-empty tuple or list of
+            phase names.
+    """
+    for name, phases in (("phases_a", phases_a), ("phases_b", phases_b)):
+        if not isinstance(phases, (tuple, list)) or not phases:
+            raise ValueError(f"{name} must be a non-empty tuple of phase names, got {phases!r}")
+    a = [(iv.start_s, iv.end_s) for iv in timeline if iv.step == step and iv.phase in phases_a]
+    b = [(iv.start_s, iv.end_s) for iv in timeline if iv.step == step and iv.phase in phases_b]
+    inf = math.inf
+    return max(0.0, union_s(a, -inf, inf) + union_s(b, -inf, inf) - union_s(a + b, -inf, inf))

@@ -106,7 +106,12 @@ class RolloutWorker:
     def set_weights(self, weights: list, version: int, step: int) -> dict:
         """Load ``weights[0]`` (a params dict, or an ObjectRef of one: fetched from Ray's object
         store inside the timed phase) as weight version ``version``, for the rollout of
-        ``step``. Copies them: the worker owns its weights, as an inference engine does."""
+        ``step``. Copies them: the worker owns its weights, as an inference engine does.
+        Waiting for the learner to produce that version is not part of the phase (the
+        simulator charges it as idle time, not as sync)."""
+        refs = [w for w in weights if isinstance(w, ray.ObjectRef)]
+        if refs:                        # until the learner's weights exist, outside the phase
+            ray.wait(refs, num_returns=len(refs), timeout=None, fetch_local=False)
         with self.log.phase("weight_sync", step):
             (params,) = _fetch(weights)
             self.params = {k: np.array(v) for k, v in params.items()}

@@ -1,6 +1,6 @@
 """Answers to the exercises of Lab 14 (a mini RL system on Ray): each expected value is computed
 by the simulator at call time from the reference per-phase costs of the toy on Ray
-(:data:`rlmperf_lite.distributed.predict.REFERENCE_COSTS`), so no answer needs Ray (see
+(:data:`rlmperf_lite.distributed.REFERENCE_COSTS`), so no answer needs Ray (see
 :mod:`rlmperf_lite.exercises`)."""
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ SLOW_SYNC_S = 0.02
 
 def _step_s(mode: str, **kw) -> float:
     """The predicted step time (s) of the toy with the reference costs."""
-    from ..distributed.predict import REFERENCE_COSTS, predict_run
+    from ..distributed import REFERENCE_COSTS, predict_run
     return predict_run(REFERENCE_COSTS, mode, STEPS, **kw).step_time_s
 
 
 def _workdepth(**kw):
-    from ..distributed.predict import REFERENCE_COSTS, controller_workdepth
+    from ..distributed import REFERENCE_COSTS, controller_workdepth
     return controller_workdepth(REFERENCE_COSTS, **kw)
 
 

@@ -1,13 +1,13 @@
 """RL algorithms on the tiny LM: advantages, losses, GAE, GRPO (book Part I), and GRPO run
 asynchronously with bounded staleness (book Chapter 11)."""
 from .async_grpo import (OBJECTIVES, AsyncGRPOConfig, behav_importance_weights,
-                         objective_inputs, train_async_grpo)
+                         objective_inputs, step_metrics, train_async_grpo)
 from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages,
                          rloo_advantages)
 from .evaluate import evaluate
 from .gae import gae, gae_loop
-from .grpo import (GRPOConfig, GRPOResult, loss_norms, policy_dlogps, policy_loss_value,
-                   train_grpo)
+from .grpo import (GRPOConfig, GRPOResult, frac_reward_zero_std, loss_norms, policy_dlogps,
+                   policy_loss_value, step_advantages, train_grpo)
 from .ppo import PPOConfig, train_ppo
 from .losses import (AGG_MODES, aggregate_loss, aggregate_weights, kl_estimate, kl_estimate_grad,
                      overlong_penalty, policy_loss, policy_loss_grad, value_loss, value_loss_grad)
@@ -17,10 +17,10 @@ from .warmstart import warm_start
 
 __all__ = ["grpo_advantages", "rloo_advantages", "reinforce_pp_advantages", "check_rewards",
            "gae", "gae_loop", "GRPOConfig", "GRPOResult", "evaluate", "train_grpo", "loss_norms",
-           "policy_dlogps", "policy_loss_value",
+           "policy_dlogps", "policy_loss_value", "step_advantages", "frac_reward_zero_std",
            "policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
            "aggregate_weights", "aggregate_loss", "AGG_MODES", "value_loss", "value_loss_grad",
            "overlong_penalty", "warm_start", "PPOConfig", "train_ppo",
            "categorical_kl_gradients", "SweepRun", "run_sweep", "sweep_table",
            "AsyncGRPOConfig", "OBJECTIVES", "behav_importance_weights", "objective_inputs",
-           "train_async_grpo"]
+           "step_metrics", "train_async_grpo"]

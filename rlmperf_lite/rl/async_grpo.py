@@ -48,7 +48,7 @@ from .grpo import (GRPOConfig, _rollout, init_run, loss_norms, policy_dlogps, po
 from .losses import overlong_penalty, policy_loss
 
 __all__ = ["AsyncGRPOConfig", "OBJECTIVES", "behav_importance_weights", "objective_inputs",
-           "train_async_grpo"]
+           "step_metrics", "train_async_grpo"]
 
 OBJECTIVES = ("decoupled", "naive", "behaviour")
 
@@ -205,20 +205,32 @@ def _train(c: AsyncGRPOConfig, task, progress, on_step, eval_every, base_params)
         times["update_s"] = (t := time.perf_counter()) - t2
         versions.append((step + 1, _snapshot(params)))        # "broadcast" to the rollout FIFO
         times["weight_sync_s"] = time.perf_counter() - t
-        w = behav_importance_weights(prox_logps, behav_logps, mask)
-        row = {"step": step, "reward_mean": float(rewards.mean()),
-               "reward_std": float(rewards.std()),
-               "response_length": float(mask.sum(axis=1).mean()),
-               **{k: float(np.mean([log[k] for log in logs])) for k in logs[0]},
-               "staleness": step - behav_version,
-               "importance_weight_mean": float((w * mask).sum() / max(mask.sum(), 1.0)),
-               "importance_weight_max": float(np.max(w, where=mask > 0, initial=0.0)),
+        row = {**step_metrics(step, rewards, mask, logs, step - behav_version, prox_logps,
+                              behav_logps),
                **times, "step_s": sum(times.values()),
                "response_width": int(mask.shape[1]), "resample_rounds": rounds,
                "frac_reward_zero_std": zero_std, **flops_since(flops_before)}
         end_step(row, step=step, c=c, params=params, task=task, result=result, steps=steps,
                  on_step=on_step, eval_every=eval_every, stop_at_accuracy=None)
     return result
+
+
+def step_metrics(step: int, rewards, completion_mask, logs: list, staleness: int,
+                 prox_per_token_logps, behav_per_token_logps) -> dict:
+    """The per-step metrics of an asynchronous step, shared by :func:`train_async_grpo` and the
+    Ray controller (:func:`rlmperf_lite.distributed.train_ray`): rewards (B*G,), completion_mask,
+    prox/behav per-token log-probs (B*G, R); ``logs`` one dict of metrics per minibatch update
+    (averaged); ``staleness`` the batch's age in versions. Importance weights as
+    :func:`behav_importance_weights` (book section 11.3)."""
+    mask = completion_mask
+    w = behav_importance_weights(prox_per_token_logps, behav_per_token_logps, mask)
+    return {"step": step, "reward_mean": float(rewards.mean()),
+            "reward_std": float(rewards.std()),
+            "response_length": float(mask.sum(axis=1).mean()),
+            **{k: float(np.mean([log[k] for log in logs])) for k in logs[0]},
+            "staleness": staleness,
+            "importance_weight_mean": float((w * mask).sum() / max(mask.sum(), 1.0)),
+            "importance_weight_max": float(np.max(w, where=mask > 0, initial=0.0))}
 
 
 def _update(params, opt, c: AsyncGRPOConfig, tokens, mask, old, adv, behav, kl_ref, P) -> dict:

@@ -26,7 +26,7 @@ from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, overlong_
 from .warmstart import warm_start
 
 __all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "loss_norms", "policy_dlogps",
-           "policy_loss_value"]
+           "policy_loss_value", "step_advantages", "frac_reward_zero_std"]
 
 
 @dataclass(frozen=True)
@@ -275,6 +275,13 @@ def policy_loss_value(per_token_logps, old_per_token_logps, advantages, completi
     return float((weights * per_token_loss).sum()), metrics
 
 
+def frac_reward_zero_std(rewards, group_size: int) -> float:
+    """The share of groups whose G rewards are all equal (their GRPO advantages are all 0, no
+    learning signal): TRL's ``frac_reward_zero_std``. rewards (B*G,), grouped in order."""
+    by_group = np.asarray(rewards).reshape(-1, group_size)                       # (B, G)
+    return float(np.mean(by_group.max(axis=1) == by_group.min(axis=1)))
+
+
 def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
     """Sample B prompts x G completions and score them; with ``dynamic_sampling`` (DAPO), keep
     only groups whose rewards differ and sample more prompts, up to ``max_resample_rounds``
@@ -293,7 +300,7 @@ def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
         rewards = task.reward(np.repeat(pairs, G, axis=0), ro.tokens[:, ro.prompt_len:])
         by_group = rewards.reshape(-1, G)
         if zero_std is None:
-            zero_std = float(np.mean(by_group.max(axis=1) == by_group.min(axis=1)))
+            zero_std = frac_reward_zero_std(rewards, G)
         if not c.dynamic_sampling:
             return ro.tokens, ro.completion_mask, ro.per_token_logps, rewards, 0, zero_std
         for b in np.flatnonzero(by_group.max(axis=1) > by_group.min(axis=1)):

@@ -10,11 +10,12 @@ import numpy as np
 from .system import CPU, RLSystem
 from .workload import Workload
 
-__all__ = ["SimResult"]
+__all__ = ["SimResult", "union_s"]
 
 
-def _union_s(spans, lo: float, hi: float) -> float:
-    """Length of the union of (start, end) spans clipped to [lo, hi]."""
+def union_s(spans, lo: float, hi: float) -> float:
+    """Length of the union of (start, end) ``spans`` clipped to [``lo``, ``hi``], in the spans'
+    unit (seconds): the time during which at least one of them is running."""
     total, reach = 0.0, lo
     for a, b in sorted(spans):
         a, b = max(a, reach), min(b, hi)
@@ -120,10 +121,10 @@ class SimResult:
             if pool == CPU:
                 continue
             spans, _ = self._pool_spans(pool)
-            compute = sum(_union_s([(a, b)], lo, hi) * g for a, b, g in spans)
+            compute = sum(union_s([(a, b)], lo, hi) * g for a, b, g in spans)
             in_pool = {self.system.placement["rollout"], self.system.placement["actor"]}
-            sync = _union_s(self.sync_windows, lo, hi) * gpus if pool in in_pool else 0.0
-            switch = sum(_union_s([(iv.start_s, iv.end_s)], lo, hi) * gpus
+            sync = union_s(self.sync_windows, lo, hi) * gpus if pool in in_pool else 0.0
+            switch = sum(union_s([(iv.start_s, iv.end_s)], lo, hi) * gpus
                          for iv in self.intervals if iv.pool == pool and iv.phase == "switch")
             total = (hi - lo) * gpus
             shares = {"compute": compute / total, "sync": sync / total, "switch": switch / total}

@@ -1,6 +1,6 @@
 """Charts, tables and calculators of the toy RL system on Ray (book chapter "A mini RL system on
 Ray"). They display what :mod:`rlmperf_lite.distributed` measures and
-:mod:`rlmperf_lite.distributed.predict` predicts, and hold no formulas of their own: a run's
+:func:`~rlmperf_lite.distributed.predict_run` predicts, and hold no formulas of their own: a run's
 measured timeline next to the simulator's (drawn by
 :func:`~rlmperf_lite.views.sim_views.timeline_chart`), the table of prediction errors, learning
 curves, a live widget that runs Ray, and a no-kernel calculator of the simulator's prediction
@@ -18,11 +18,11 @@ import altair as alt
 
 from ..checks import check_choice, check_int
 from ..distributed import MODES, RayRunResult
-from ..distributed.predict import (REFERENCE_COSTS, RunComparison, ToyCosts, compare_run,
+from ..distributed import (REFERENCE_COSTS, RunComparison, ToyCosts, compare_run,
                                    mode_config, predict_run)
 from ..rl.common import RLResult
 from .grid_charts import grid_chart
-from .sim_views import _PHASE_SCALE, _step_set, timeline_chart, timeline_rows
+from .sim_views import PHASE_SCALE, step_set, timeline_chart, timeline_rows
 from .widgets import error_html
 
 __all__ = ["measured_rows", "measured_timeline_chart", "measured_vs_predicted_chart",
@@ -30,8 +30,8 @@ __all__ = ["measured_rows", "measured_timeline_chart", "measured_vs_predicted_ch
            "THROUGHPUT", "ray_grid", "ray_grid_chart", "ray_widget"]
 
 _EXTRA = {"advantages": "#79706e", "grad_allreduce": "#d67195"}
-_SCALE = alt.Scale(domain=list(_PHASE_SCALE.domain) + list(_EXTRA),
-                   range=list(_PHASE_SCALE.range) + list(_EXTRA.values()))
+_SCALE = alt.Scale(domain=list(PHASE_SCALE.domain) + list(_EXTRA),
+                   range=list(PHASE_SCALE.range) + list(_EXTRA.values()))
 _POOL_ORDER = ("colocated", "rollout", "ref_reward", "learner", "controller")
 
 
@@ -50,7 +50,7 @@ def measured_rows(result: RayRunResult, *, steps=None) -> list[dict]:
         ValueError: naming ``result`` or ``steps``.
     """
     _check_run(result)
-    keep = _step_set(steps)
+    keep = step_set(steps)
     return [{"lane": iv.lane, "pool": iv.pool, "phase": iv.phase, "step": iv.step,
              "start_s": iv.start_s, "end_s": iv.end_s}
             for iv in result.timeline if keep is None or iv.step in keep]
@@ -192,7 +192,7 @@ def _mode_label(mode: str, staleness) -> str:
 
 def ray_grid(costs: ToyCosts = REFERENCE_COSTS, grid: dict | None = None, *,
              steps: int = 12) -> list[dict]:
-    """:func:`~rlmperf_lite.distributed.predict.predict_run` of the toy with ``costs`` over the
+    """:func:`~rlmperf_lite.distributed.predict_run` of the toy with ``costs`` over the
     grid (``RAY_GRID``): one row per setting and measure (``STEP_TIME``, ``THROUGHPUT``) with
     ``mode`` (a label), ``rollout_workers``, ``learners``, ``measure``, ``value``. Settings the
     library rejects give no rows."""
@@ -227,7 +227,7 @@ def ray_widget(config, *, base_params: dict, runs: dict | None = None, mode: str
                steps: int = 10, staleness: int = 2, num_rollout_workers: int = 1):
     """A live calculator that runs Ray: mode, staleness (for ``"async"``), steps and rollout
     workers drive :func:`~rlmperf_lite.distributed.train_ray` (from ``base_params``, with
-    ``config``'s other settings) and :func:`~rlmperf_lite.distributed.predict.compare_run`; it
+    ``config``'s other settings) and :func:`~rlmperf_lite.distributed.compare_run`; it
     shows the error table and the measured timeline over the predicted one for the last three
     steps. ``runs``: finished runs to show instead of running again, keyed (mode, staleness,
     steps, rollout workers). Bad inputs show the library's ValueError message."""

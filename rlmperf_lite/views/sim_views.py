@@ -22,18 +22,20 @@ from ..sim.from_cost import system_from_cost
 from .static_calculators import bound_controls, grid_data
 from .widgets import error_html
 
-__all__ = ["PHASES", "PLACEMENTS", "timeline_rows", "running_rows", "timeline_chart",
-           "utilisation_rows", "utilisation_chart", "split_chart", "compare_rows",
-           "compare_table_html", "placement_system", "placement_widget", "placement_grid",
-           "placement_grid_chart"]
+__all__ = ["PHASES", "PHASE_SCALE", "PLACEMENTS", "step_set", "timeline_rows", "running_rows",
+           "timeline_chart", "utilisation_rows", "utilisation_chart", "split_chart",
+           "compare_rows", "compare_table_html", "placement_system", "placement_widget",
+           "placement_grid", "placement_grid_chart"]
 
 PHASES = ("generate", "old_logp", "ref_logp", "logps", "values", "reward", "actor_update",
           "critic_update", "weight_sync", "switch", "pause")
 """The kinds of bar in a timeline — generation on the replica lanes, the phases after it
 (``logps`` is the fused old + reference pass), weight syncs, model switches and sync pauses."""
-_PHASE_SCALE = alt.Scale(domain=list(PHASES), range=[
+PHASE_SCALE = alt.Scale(domain=list(PHASES), range=[
     "#4c78a8", "#72b7b2", "#54a24b", "#88d27a", "#b279a2", "#eeca3b", "#f58518", "#e45756",
     "#9d755d", "#bab0ac", "#ff9da6"])
+"""The colour of each of :data:`PHASES` in every timeline of the book (Chapters 10, 11 and 14
+share it, so a phase has one colour everywhere)."""
 _STATES = ("compute", "sync", "switch", "idle")
 _STATE_SCALE = alt.Scale(domain=list(_STATES), range=["#4c78a8", "#9d755d", "#bab0ac", "#eeeeee"])
 PLACEMENTS = ("colocated", "disaggregated", "hybrid")
@@ -41,8 +43,13 @@ PLACEMENTS = ("colocated", "disaggregated", "hybrid")
 the critic and reward model on their own pool (NeMo-Aligner's split)."""
 
 
-def _step_set(steps) -> set | None:
-    """None (all steps), an int, or an iterable of ints -> a set of step indices."""
+def step_set(steps) -> set | None:
+    """The steps a timeline view keeps: None (all steps), an int, or an iterable of ints -> a
+    set of step indices (None for all).
+
+    Raises:
+        ValueError: naming ``steps`` when it is none of these.
+    """
     if steps is None:
         return None
     if isinstance(steps, (int, np.integer)) and not isinstance(steps, bool):
@@ -82,7 +89,7 @@ def timeline_rows(result: SimResult, *, max_replicas: int = 8, steps=None) -> li
     """
     _check_result(result)
     check_int("max_replicas", max_replicas, 0)
-    keep = _step_set(steps)
+    keep = step_set(steps)
     system = result.system
     rollout_pool = system.placement["rollout"]
     rows = []
@@ -134,7 +141,7 @@ def running_rows(result: SimResult, *, steps=None) -> list[dict]:
     the samples' ``start_s`` and ``end_s``, as dicts ``t_s``, ``running`` (the count from
     ``t_s`` until the next row). ``steps`` as in :func:`timeline_rows`."""
     _check_result(result)
-    keep = _step_set(steps)
+    keep = step_set(steps)
     s = result.samples
     m = np.ones(len(s["start_s"]), bool) if keep is None else \
         np.isin(s["consumed_step"], sorted(keep))
@@ -177,7 +184,7 @@ def timeline_chart(result: SimResult, *, max_replicas: int = 8, steps=None,
     gantt = alt.Chart(alt.Data(values=rows)).mark_bar(stroke="white", strokeWidth=0.3).encode(
         x=x, x2="end_s:Q",
         y=alt.Y("lane:N", sort=lanes, title=None),
-        color=alt.Color("phase:N", scale=_PHASE_SCALE, title="phase"),
+        color=alt.Color("phase:N", scale=PHASE_SCALE, title="phase"),
         tooltip=["lane:N", "phase:N", alt.Tooltip("steps:N", title="step"),
                  alt.Tooltip("start_s:Q", format=".3f"), alt.Tooltip("end_s:Q", format=".3f")],
     ).properties(width=560, height=16 * len(lanes) + 8,
