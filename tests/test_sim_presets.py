@@ -234,6 +234,9 @@ def test_breakdown_chart_carries_the_library_values(side_by_side):
         {k: b["work_bound_s"] for k, b in parts.items()}
     with pytest.raises(ValueError, match="breakdowns must be"):
         breakdown_chart({})
+    name = next(iter(parts))
+    with pytest.raises(ValueError, match=rf"breakdowns\['{name}'\] .* lacks \['work_bound_s'\]"):
+        breakdown_chart({name: {k: v for k, v in parts[name].items() if k != "work_bound_s"}})
 
 
 def test_framework_grid_equals_the_library_at_sample_points():

@@ -59,6 +59,8 @@ def test_timeline_rows_carry_intervals_syncs_and_sample_spans(runs):
         r.sync_windows[2][0]
     with pytest.raises(ValueError, match="steps must be"):
         timeline_rows(r, steps="two")
+    with pytest.raises(ValueError, match="steps must be"):     # not silently step 1
+        timeline_rows(r, steps=[1.5])
     with pytest.raises(ValueError, match="result must be a SimResult"):
         timeline_rows({"not": "a result"})
 
@@ -121,6 +123,8 @@ def test_split_chart_rings_the_best_split(runs):
     assert tput["data"]["values"][0]["rollout_gpus"] == best      # same work: same ordering
     with pytest.raises(ValueError, match="measure must be one of"):
         split_chart(sweep, measure="mfu")
+    with pytest.raises(ValueError, match="keyed by the number of rollout GPUs"):
+        split_chart({str(k): r for k, r in sweep.items()})
 
 
 def test_placement_system_assembles_the_library_systems():

@@ -88,6 +88,12 @@ def breakdown_rows(breakdowns: dict) -> list[dict]:
     ``work_bound_s``."""
     if not isinstance(breakdowns, dict) or not breakdowns:
         raise ValueError("breakdowns must be a non-empty dict {system: step_breakdown(...)}")
+    need = [*BREAKDOWN_PARTS, "step_time_s", "work_bound_s"]
+    for name, b in breakdowns.items():
+        missing = [k for k in need if not isinstance(b, dict) or k not in b]
+        if missing:
+            raise ValueError(f"breakdowns[{name!r}] must be a step_breakdown(...) dict; it lacks "
+                             f"{missing}")
     return [{"system": name, "part": label, "seconds": float(b[key]),
              "step_time_s": float(b["step_time_s"]), "work_bound_s": float(b["work_bound_s"])}
             for name, b in breakdowns.items() for key, label in BREAKDOWN_PARTS.items()]

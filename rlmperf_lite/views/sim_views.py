@@ -55,11 +55,13 @@ def step_set(steps) -> set | None:
     if isinstance(steps, (int, np.integer)) and not isinstance(steps, bool):
         return {int(steps)}
     try:
-        out = {int(s) for s in steps}
-    except (TypeError, ValueError):
-        raise ValueError(f"steps must be None, an int or an iterable of ints, got "
-                         f"{steps!r}") from None
-    return out
+        items = list(steps)
+    except TypeError:
+        items = None
+    if items is None or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool)
+                                for s in items):
+        raise ValueError(f"steps must be None, an int or an iterable of ints, got {steps!r}")
+    return {int(s) for s in items}
 
 
 def _check_result(result) -> None:
@@ -281,6 +283,10 @@ def split_chart(results: dict, *, reference: SimResult | None = None,
         ValueError: naming ``results`` or ``measure``.
     """
     check_choice("measure", measure, tuple(_MEASURES))
+    if isinstance(results, dict) and not all(isinstance(k, (int, np.integer))
+                                             and not isinstance(k, bool) for k in results):
+        raise ValueError(f"results must be keyed by the number of rollout GPUs (ints), got "
+                         f"keys {list(results)!r}")
     _check_results({str(k): r for k, r in results.items()} if isinstance(results, dict)
                    else results)
     rows = [{"rollout_gpus": int(k), "value": float(getattr(r, measure)),
