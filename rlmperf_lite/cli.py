@@ -52,8 +52,9 @@ def _train(args) -> int:
         if args.ray_mode == "async" and args.staleness is None:
             raise ValueError("--ray-mode async needs --staleness K (how many weight versions "
                              "the rollout may run ahead, >= 0)")
-        from .distributed import init_ray, mode_config, train_ray
-        config = mode_config(config, args.ray_mode, staleness=args.staleness)
+        from .distributed import init_ray, mode_config, run_config, train_ray
+        config = run_config(mode_config(config, args.ray_mode, staleness=args.staleness),
+                            args.ray_mode)              # refused here, before Ray starts
         init_ray(args.address)
         result = train_ray(config, mode=args.ray_mode, on_step=emit)
     elif args.address is not None or args.staleness is not None:

@@ -74,6 +74,9 @@ def test_train_on_ray_async_matches_the_in_process_async_loop():
     for args, name in ((("--runtime", "ray", "--ray-mode", "async"), "--staleness"),
                        (("--runtime", "ray", "--ray-mode", "sync", "--staleness", "2"),
                         "staleness"),
-                       (("--staleness", "1"), "--staleness")):
+                       (("--staleness", "1"), "--staleness"),
+                       (("--runtime", "ray", "--algo", "dapo"), "dynamic_sampling"),
+                       (("--runtime", "ray", "--address", "127.0.0.1:1"), "address"),
+                       (("--runtime", "ray", "--address", ""), "address")):
         out = rlmperf("train", "--steps", "1", *args)
         assert out.returncode == 2 and name in out.stderr and "Traceback" not in out.stderr

@@ -17,6 +17,7 @@ ray = pytest.importorskip("ray")
 from rlmperf_lite.distributed import (Checkpoint, Controller, Learner, init_ray,  # noqa: E402
                                       load_checkpoint, phase_overlap_s, phase_times,
                                       save_checkpoint, shutdown_ray, to_intervals, train_ray)
+from rlmperf_lite.distributed.runtime import check_address  # noqa: E402
 from rlmperf_lite.nn import copy_params, generate  # noqa: E402
 from rlmperf_lite.parallel import ProcessGroup  # noqa: E402
 from rlmperf_lite.parallel.data import (FlatLayout, dp_grads, make_grpo_batch,  # noqa: E402
@@ -135,17 +136,30 @@ def test_one_step_off_equals_in_process_staleness_1(one_step_off):
     assert [row["staleness"] for row in got.history] == [0, 1, 1]
     assert_timeline_well_formed(got.timeline, DISAGGREGATED, CONFIG.steps)
     assert first(got.timeline, "generate", 1) < first(got.timeline, "actor_update", 0, end=True)
+    for t in range(CONFIG.steps - 1):       # step t+1 starts generating before step t ends
+        assert first(got.timeline, "generate", t + 1) < \
+            first(got.timeline, "actor_update", t, end=True)
     assert got.config == dataclasses.replace(CONFIG, staleness=1)     # the run keeps its config
 
 
-def test_proximal_logps_run_beside_the_scoring(one_step_off):
+def test_proximal_logps_run_beside_the_scoring(ray_local, base):
     """From staleness 1 the controller submits the learners' proximal log-probs before it waits
-    for the scores, so the two branches of the step run at the same time: their bars overlap
-    (in at least one stale step: a busy machine may delay one call past the other)."""
-    got, _ = one_step_off
-    overlaps = [phase_overlap_s(got.timeline, ("ref_logp", "reward"), ("old_logp",), s)
-                for s in range(1, CONFIG.steps)]
-    assert all(o >= 0 for o in overlaps) and max(overlaps) > 0, overlaps
+    for the scores, so the two branches of a step run at the same time. The reward is made to
+    take 50 ms, far longer than a call takes to start, so on any machine every stale step's
+    proximal pass is over before its scoring is (a controller that waited for the scores first
+    would start it only after)."""
+    import time as _time
+
+    class SlowRewardTask(AdditionTask):          # local: Ray pickles it by value
+        def reward(self, pairs, completions):
+            _time.sleep(0.05)
+            return super().reward(pairs, completions)
+
+    got = train_ray(dataclasses.replace(CONFIG, staleness=1), mode="one_step_off",
+                    base_params=base, task=SlowRewardTask())
+    for s in range(1, CONFIG.steps):
+        assert first(got.timeline, "old_logp", s, end=True) < \
+            first(got.timeline, "reward", s, end=True) - 0.02, s
 
 
 def test_phase_times_count_the_time_a_phase_runs_not_the_gaps():
@@ -162,6 +176,9 @@ def test_phase_times_count_the_time_a_phase_runs_not_the_gaps():
     bars = to_intervals(rec, 10.0)
     assert phase_overlap_s(bars, ("actor_update",), ("ref_logp",), 3) == pytest.approx(0.5)
     assert phase_overlap_s(bars, ("ref_logp",), ("generate",), 3) == 0.0
+    assert phase_overlap_s(bars, ("actor_update",), ("actor_update",), 3, 4) == 0.0
+    assert phase_overlap_s(bars, ("actor_update",), ("actor_update",), 3, 3) == \
+        pytest.approx(2.0)                                  # a phase overlaps itself fully
     with pytest.raises(ValueError, match="phases_b"):
         phase_overlap_s(bars, ("ref_logp",), "old_logp", 3)
 
@@ -327,8 +344,36 @@ def test_checkpoint_round_trip(tmp_path):
 def test_bad_arguments_raise_value_error_naming_the_parameter(kwargs, name):
     """Checked before any actor starts (no Ray needed)."""
     kwargs = {"config": CONFIG, **kwargs}
+    if "resume_from" not in kwargs:
+        kwargs["base_params"] = {}
     with pytest.raises(ValueError, match=name):
-        Controller(kwargs.pop("config"), base_params={}, **kwargs)
+        Controller(kwargs.pop("config"), **kwargs)
+
+
+def test_bad_run_layouts_are_refused_before_a_step_runs(ray_local, base, tmp_path, one_step_off):
+    """A checkpoint_dir that is a file, base_params with resume_from, a resume with nothing left
+    to run, and more reserved CPUs than local Ray has (which would wait forever) are
+    ValueErrors naming the argument."""
+    afile = tmp_path / "a_file"
+    afile.write_text("x")
+    with pytest.raises(ValueError, match="checkpoint_dir="):
+        Controller(CONFIG, base_params=base, checkpoint_dir=afile, checkpoint_every=1)
+    _, ckpt_dir = one_step_off
+    one_off = dataclasses.replace(CONFIG, staleness=1)
+    with pytest.raises(ValueError, match="base_params and resume_from"):
+        Controller(one_off, mode="one_step_off", base_params=base,
+                   resume_from=ckpt_dir / "step_000002")
+    with pytest.raises(ValueError, match=r"config.steps=3 leaves nothing to run"):
+        Controller(one_off, mode="one_step_off", resume_from=ckpt_dir / "step_000003")
+    with pytest.raises(ValueError, match=r"cpus_per_actor=1 x 3 actors needs 3 CPUs"):
+        Controller(CONFIG, base_params=base, cpus_per_actor=1)
+
+
+@pytest.mark.parametrize("address", ["", "nohost", "127.0.0.1:1", "ray://127.0.0.1:1"])
+def test_unreachable_or_malformed_cluster_address_is_refused_at_once(address):
+    """Ray would retry a dead address for minutes; check_address answers in seconds."""
+    with pytest.raises(ValueError, match="address="):
+        check_address(address, timeout_s=2.0)
 
 
 @pytest.mark.parametrize("kwargs, name", [

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..nn import TinyLMConfig, copy_params
+
 __all__ = ["Checkpoint", "save_checkpoint", "load_checkpoint", "check_resume"]
 
 FORMAT = 1
@@ -52,9 +54,34 @@ def _save_npz(path: Path, arrays: dict) -> None:
     np.savez(path, **{k: np.asarray(v) for k, v in arrays.items()})
 
 
-def _load_npz(path: Path) -> dict:
-    with np.load(path) as f:
-        return {k: f[k].copy() for k in f.files}
+def _where(directory) -> str:
+    return f"resume_from={str(directory)!r}"
+
+
+def _load_npz(path: Path, directory) -> dict:
+    """The arrays of one ``.npz`` file of a checkpoint, all finite.
+
+    Raises:
+        ValueError: naming ``resume_from`` and the file, when it is missing, unreadable or
+            holds NaN or inf.
+    """
+    if not path.is_file():
+        raise ValueError(f"{_where(directory)} lacks {path.name}; the checkpoint is incomplete, "
+                         f"pass a directory written whole by save_checkpoint")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k].copy() for k in f.files}
+    except Exception as err:          # zip, pickle and header errors all mean a damaged file
+        raise ValueError(f"{_where(directory)}: {path.name} is not a readable .npz file "
+                         f"({type(err).__name__}: {err}); save the checkpoint again") from None
+    for key, a in arrays.items():
+        if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+            raise ValueError(f"{_where(directory)}: {path.name}[{key!r}] has dtype {a.dtype}, "
+                             f"not numbers")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{_where(directory)}: {path.name}[{key!r}] has non-finite values "
+                             f"(NaN or inf); resume from an earlier checkpoint")
+    return arrays
 
 
 def save_checkpoint(directory, ckpt: Checkpoint) -> str:
@@ -86,26 +113,86 @@ def save_checkpoint(directory, ckpt: Checkpoint) -> str:
     return str(final)
 
 
-def load_checkpoint(directory) -> Checkpoint:
-    """Read a directory written by :func:`~rlmperf_lite.distributed.save_checkpoint`.
+_STATE_KEYS = {"step": int, "adam_t": int, "weight_versions": list, "rng_data_state": dict,
+               "rollout_rng_states": list, "meta": dict}
+"""The keys of ``state.json`` after ``format``, and the JSON type of each."""
+
+
+def _read_state(path: Path, directory) -> dict:
+    try:
+        state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{_where(directory)}: state.json is not valid JSON ({err}); the "
+                         f"checkpoint is damaged, save it again or resume from another") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"{_where(directory)}: state.json holds a {type(state).__name__}, not "
+                         f"the object save_checkpoint writes")
+    if state.get("format") != FORMAT:
+        raise ValueError(f"{_where(directory)} has checkpoint format "
+                         f"{state.get('format')!r}, this library reads {FORMAT}")
+    for key, kind in _STATE_KEYS.items():
+        if key not in state:
+            raise ValueError(f"{_where(directory)}: state.json lacks {key!r}; pass a checkpoint "
+                             f"written whole by save_checkpoint")
+        value = state[key]
+        if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
+            raise ValueError(f"{_where(directory)}: state.json[{key!r}] must be "
+                             f"{'an int >= 0' if kind is int else 'a JSON ' + kind.__name__}, "
+                             f"got {value!r}")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+               for v in state["weight_versions"]):
+        raise ValueError(f"{_where(directory)}: state.json['weight_versions'] must list ints "
+                         f">= 0, got {state['weight_versions']!r}")
+    if not all(isinstance(s, dict) for s in state["rollout_rng_states"]):
+        raise ValueError(f"{_where(directory)}: state.json['rollout_rng_states'] must list one "
+                         f"bit_generator state (a JSON object) per rollout worker")
+    return state
+
+
+def load_checkpoint(directory, model=None) -> Checkpoint:
+    """Read a directory written by :func:`~rlmperf_lite.distributed.save_checkpoint`, checking
+    that it is whole: a ``state.json`` of this format with every key, and every ``.npz`` file
+    (``params``, ``adam_m``, ``adam_v``, ``base_params``, ``weights_vN`` of each saved version)
+    present with finite arrays. With ``model`` (a :class:`~rlmperf_lite.nn.TinyLMConfig`),
+    the weights, both AdamW moments and every weight version must also have exactly the
+    model's weights and shapes (:func:`~rlmperf_lite.nn.copy_params`), and ``adam_v`` no
+    negative entries.
 
     Raises:
-        ValueError: naming ``resume_from`` when the directory or its ``state.json`` is missing
-            or of another format.
+        ValueError: naming ``resume_from`` (the Controller's parameter) when ``directory`` is
+            not a str or path, the directory or its ``state.json`` is missing, ``state.json``
+            is not JSON, of another format or lacks a key, an ``.npz`` file is missing,
+            unreadable or holds NaN or inf, or (with ``model``) an array set does not match
+            the model; naming ``model`` when it is not a TinyLMConfig.
     """
+    if isinstance(directory, bool) or not isinstance(directory, (str, os.PathLike)):
+        raise ValueError(f"resume_from must be a checkpoint directory (a str or path), got "
+                         f"{type(directory).__name__} {directory!r}")
+    if model is not None and not isinstance(model, TinyLMConfig):
+        raise ValueError(f"model must be None or a TinyLMConfig (the run's config.model), "
+                         f"got {type(model).__name__}")
     path = Path(directory)
+    if not path.is_dir():
+        raise ValueError(f"{_where(directory)} does not exist or is not a directory; pass one "
+                         f"written with checkpoint_dir")
     if not (path / "state.json").is_file():
-        raise ValueError(f"resume_from={str(directory)!r} is not a checkpoint directory "
+        raise ValueError(f"{_where(directory)} is not a checkpoint directory "
                          f"(no state.json); pass one written with checkpoint_dir")
-    state = json.loads((path / "state.json").read_text(encoding="utf-8"))
-    if state.get("format") != FORMAT:
-        raise ValueError(f"resume_from={str(directory)!r} has checkpoint format "
-                         f"{state.get('format')!r}, this library reads {FORMAT}")
-    return Checkpoint(step=state["step"], params=_load_npz(path / "params.npz"),
-                      adam_m=_load_npz(path / "adam_m.npz"), adam_v=_load_npz(path / "adam_v.npz"),
-                      adam_t=state["adam_t"], base_params=_load_npz(path / "base_params.npz"),
-                      weight_versions={v: _load_npz(path / f"weights_v{v}.npz")
-                                       for v in state["weight_versions"]},
+    state = _read_state(path, directory)
+    arrays = {name: _load_npz(path / f"{name}.npz", directory)
+              for name in ("params", "adam_m", "adam_v", "base_params")}
+    versions = {v: _load_npz(path / f"weights_v{v}.npz", directory)
+                for v in state["weight_versions"]}
+    if model is not None:
+        for name, a in [*arrays.items(), *((f"weights_v{v}", w) for v, w in versions.items())]:
+            copy_params(a, model, f"{_where(directory)}: {name}.npz")   # keys, shapes
+        for key, a in arrays["adam_v"].items():
+            if np.any(a < 0):
+                raise ValueError(f"{_where(directory)}: adam_v.npz[{key!r}] has negative "
+                                 f"values; AdamW's second moment is a mean of squares")
+    return Checkpoint(step=state["step"], params=arrays["params"], adam_m=arrays["adam_m"],
+                      adam_v=arrays["adam_v"], adam_t=state["adam_t"],
+                      base_params=arrays["base_params"], weight_versions=versions,
                       rng_data_state=state["rng_data_state"],
                       rollout_rng_states=state["rollout_rng_states"], meta=state["meta"])
 

@@ -38,10 +38,10 @@ from ..rl.warmstart import warm_start
 from ..tasks import AdditionTask
 from .checkpoint import Checkpoint, check_resume, load_checkpoint, save_checkpoint
 from .faults import RolloutPool, get_or_report, raise_if_dead
-from .modes import check_layout, place_actors, run_config
+from .modes import check_layout, mode_config, place_actors, run_config
 from .result import RayRunResult, phase_times, to_intervals
 from .runtime import init_ray
-from .workers import PhaseLog, _generator
+from .workers import PhaseLog, rng_from_state
 
 __all__ = ["Controller", "train_ray"]
 
@@ -54,12 +54,17 @@ class Controller:
         mode: one of :data:`~rlmperf_lite.distributed.MODES`.
         num_rollout_workers: W; colocated mode needs W = num_learners.
         num_learners: L data-parallel learners; each gets >= 1 group per minibatch.
-        base_params: the warm-start model (skips the warm-start, as train_grpo's).
-        resume_from: a checkpoint directory to continue from (same config but ``steps``).
-        checkpoint_dir, checkpoint_every: save ``step_NNNNNN/`` every that many steps (0: off).
+        task: the task (None: :class:`~rlmperf_lite.tasks.AdditionTask`, as the loops').
+        base_params: the warm-start model (skips the warm-start, as train_grpo's); not with
+            ``resume_from`` (the checkpoint holds it).
+        resume_from: a checkpoint directory to continue from (same config but ``steps``, which
+            must exceed the checkpoint's step).
+        checkpoint_dir, checkpoint_every: save ``step_NNNNNN/`` every that many steps (0: off);
+            the directory is created at once.
         max_worker_replacements: dead rollout workers replaced over the run.
-        cpus_per_actor: Ray CPUs reserved per actor; 0 lets any number share a laptop's cores,
-            set 1 on a cluster to spread actors over nodes.
+        cpus_per_actor: Ray CPUs reserved per actor; 0 lets any number share a laptop's cores.
+            On a cluster, 1 keeps Ray from packing more actors on a node than it has CPUs
+            (spreading them further takes a placement group, §14.8).
     Raises:
         ValueError: naming the bad argument.
     """
@@ -82,6 +87,15 @@ class Controller:
         check_layout(mode, c.num_prompts, W, L, c.num_prompts // c.num_minibatches)
         if checkpoint_every and checkpoint_dir is None:
             raise ValueError("checkpoint_dir must be given when checkpoint_every > 0")
+        if checkpoint_dir is not None:
+            try:
+                Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
+            except (TypeError, OSError) as err:
+                raise ValueError(f"checkpoint_dir={checkpoint_dir!r} is not a directory this "
+                                 f"process can create or write ({err})") from None
+        if resume_from is not None and base_params is not None:
+            raise ValueError("base_params and resume_from exclude each other: the checkpoint "
+                             "holds the base model")
         self.W, self.L, self.cpus = W, L, cpus_per_actor
         self._max_replacements = max_worker_replacements
         self._chunks = np.array_split(np.arange(c.num_prompts), W)     # prompts per worker
@@ -91,10 +105,14 @@ class Controller:
         rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)  # as the loops
         t0, ckpt, self.warmstart_s = time.perf_counter(), None, 0.0
         if resume_from is not None:
-            ckpt = load_checkpoint(resume_from)
+            ckpt = load_checkpoint(resume_from, c.model)
             check_resume(ckpt, self.meta, resume_from)
+            if ckpt.step >= c.steps:
+                raise ValueError(f"config.steps={c.steps} leaves nothing to run after the "
+                                 f"checkpoint resume_from={str(resume_from)!r} (step "
+                                 f"{ckpt.step}); set steps above {ckpt.step}")
             params, base = ckpt.params, ckpt.base_params
-            rng_data, rng_states = _generator(ckpt.rng_data_state), ckpt.rollout_rng_states
+            rng_data, rng_states = rng_from_state(ckpt.rng_data_state), ckpt.rollout_rng_states
         else:
             if base_params is None:
                 with blas_limits(c):
@@ -327,13 +345,15 @@ def train_ray(config=None, *, mode: str = "sync", on_step=None, **kwargs) -> Ray
     :func:`~rlmperf_lite.distributed.init_ray` if it is not up): a
     :class:`~rlmperf_lite.distributed.Controller` with ``kwargs``, its
     :meth:`~rlmperf_lite.distributed.Controller.run`, then its actors are killed. ``config``
-    None = ``AsyncGRPOConfig()`` (staleness 0).
+    None = ``AsyncGRPOConfig()`` with the mode's staleness (0 for ``"async"``).
 
     Raises:
         ValueError: naming the bad argument (see :class:`~rlmperf_lite.distributed.Controller`).
         RuntimeError: a worker died and could not be replaced.
     """
-    ctrl = Controller(AsyncGRPOConfig() if config is None else config, mode=mode, **kwargs)
+    if config is None:
+        config = mode_config(AsyncGRPOConfig(), mode)
+    ctrl = Controller(config, mode=mode, **kwargs)
     try:
         return ctrl.run(on_step=on_step)
     finally:

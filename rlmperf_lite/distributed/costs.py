@@ -36,7 +36,8 @@ class ToyCosts:
 
     Raises:
         ValueError: naming the field, for a non-positive size, an unknown phase, a negative or
-            non-finite time, or no ``generate`` / ``actor_update``.
+            non-finite time, or no ``generate`` / ``actor_update`` or a zero one (every step
+            decodes and updates, and the work-depth ratios divide by them).
     """
 
     num_prompts: int
@@ -63,6 +64,9 @@ class ToyCosts:
         for phase in ("generate", "actor_update"):
             if phase not in self.phase_s:
                 raise ValueError(f"ToyCosts.phase_s needs {phase!r} (every step runs it)")
+            if self.phase_s[phase] == 0:
+                raise ValueError(f"ToyCosts.phase_s[{phase!r}] must be > 0 (every step runs "
+                                 f"it), got 0; measure it over steps that ran it")
 
     @property
     def sequences(self) -> int:
@@ -99,7 +103,7 @@ runs). Inputs, not results: they let the no-kernel calculator and the lab's exer
 same answers on every machine and every run."""
 
 
-def _steady(result: RayRunResult, skip_steps: int) -> list:
+def _steady(result: RayRunResult, skip_steps: int, keys=("step", "response_width")) -> list:
     if not isinstance(result, RayRunResult) or not result.history or not result.timeline:
         raise ValueError("result must be a RayRunResult with a history and a timeline (from "
                          "rlmperf_lite.distributed.train_ray)")
@@ -107,6 +111,10 @@ def _steady(result: RayRunResult, skip_steps: int) -> list:
     if skip_steps >= len(result.history):
         raise ValueError(f"skip_steps={skip_steps} leaves none of the run's "
                          f"{len(result.history)} steps")
+    for row in result.history:
+        if not isinstance(row, dict) or any(k not in row for k in keys):
+            raise ValueError(f"result.history rows need the keys {keys} (as train_ray "
+                             f"writes them), got {row!r}")
     return result.history[skip_steps:]
 
 

@@ -92,11 +92,12 @@ class RolloutPool:
     def _replace(self, k: int, step: int, err: Exception) -> None:
         """Start a new worker k on its stream's last returned state and resend its work."""
         lane = self.handles[k].lane
+        if self.make_worker is None:
+            raise RuntimeError(f"colocated actor {lane} died during the rollout of step {step} "
+                               f"({type(err).__name__}); it also held a learner, whose state "
+                               f"died with it: resume from the last checkpoint") from err
         where = (f"rollout worker {lane} died during the rollout of step {step} "
                  f"({type(err).__name__}); the learner state is intact")
-        if self.make_worker is None:
-            raise RuntimeError(f"{where}, but it cannot be replaced (a colocated worker also "
-                               f"holds a learner): resume from the last checkpoint") from err
         if self.replacements_left <= 0:
             raise RuntimeError(f"{where}, but max_worker_replacements={self.max_replacements} "
                                f"are used up: raise it, or resume from the last checkpoint"
@@ -145,6 +146,9 @@ def raise_if_dead(handles: list, step: int, err: Exception, timeout_s: float = 3
         except (RayActorError, GetTimeoutError):
             dead.append(h.lane)
     if dead:
+        why = ("a learner's weights and optimizer state die with its process"
+               if any(lane.startswith(("learner", "colocated")) for lane in dead) else
+               "this library restarts only rollout workers (a reference/reward worker holds "
+               "just the frozen reference model, but its calls in flight are lost)")
         raise RuntimeError(f"{', '.join(dead)} died at step {step} ({type(err).__name__}); "
-                           f"a learner's state dies with its process: resume from the last "
-                           f"checkpoint") from err
+                           f"{why}: resume from the last checkpoint") from err

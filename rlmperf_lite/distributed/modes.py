@@ -23,6 +23,7 @@ import dataclasses
 from dataclasses import dataclass, fields
 
 import ray
+from ray.exceptions import GetTimeoutError
 
 from ..checks import check_choice, check_int
 from ..rl.async_grpo import AsyncGRPOConfig
@@ -147,10 +148,22 @@ class Placement:
 
 def place_actors(mode: str, config: AsyncGRPOConfig, *, num_rollout_workers: int,
                  num_learners: int, params_ref, base_ref, rng_states: list, task,
-                 cpus_per_actor: float = 0.0) -> Placement:
+                 cpus_per_actor: float = 0.0, ready_timeout_s: float = 300.0) -> Placement:
     """Start the actors of ``mode`` (Ray must be up); ``params_ref`` / ``base_ref`` are
     ObjectRefs of the initial and reference weights, ``rng_states`` each rollout worker's
-    sampling-stream state. Returns once every actor has started."""
+    sampling-stream state. Returns once every actor has started.
+
+    Raises:
+        ValueError: naming ``cpus_per_actor`` when the actors would reserve more CPUs than Ray
+            has free (they would wait for them forever).
+        RuntimeError: an actor did not start within ``ready_timeout_s``.
+    """
+    n = num_learners if mode == "colocated" else num_rollout_workers + 1 + num_learners
+    free = ray.available_resources().get("CPU", 0.0)
+    if cpus_per_actor * n > free + 1e-9:
+        raise ValueError(f"cpus_per_actor={cpus_per_actor:g} x {n} actors needs "
+                         f"{cpus_per_actor * n:g} CPUs, but Ray has {free:g} free: lower "
+                         f"cpus_per_actor (0 lets the actors share cores) or add nodes")
     actors = []
 
     def start(cls, *args, **kwargs):
@@ -180,5 +193,12 @@ def place_actors(mode: str, config: AsyncGRPOConfig, *, num_rollout_workers: int
                       for r in range(num_learners)],
             actors=actors, make_worker=make_worker)
     handles = placement.rollout + placement.ref + placement.learners
-    ray.get([h.call("ready") for h in handles])
+    try:
+        ray.get([h.call("ready") for h in handles], timeout=ready_timeout_s)
+    except GetTimeoutError:
+        for actor in actors:
+            ray.kill(actor, no_restart=True)
+        raise RuntimeError(f"the {mode} actors did not start within {ready_timeout_s:g} s "
+                           f"(is the cluster short of resources? ray.available_resources() "
+                           f"says what is free)") from None
     return placement

@@ -161,6 +161,11 @@ class RunComparison:
                 for p in self.pools]
 
 
+_MIN_STEPS = 2
+# the fewest steps compare_run compares: the simulator counts from SimResult.warmup_steps (the
+# first half, at least one step, at most all but one), so one warm-up step and one steady step
+
+
 def compare_run(result: RayRunResult, config=None, *, task: AdditionTask | None = None,
                 skip_steps: int = 1) -> RunComparison:
     """Predict ``result``'s run (same mode, staleness, workers, learners and steps) from its
@@ -170,9 +175,22 @@ def compare_run(result: RayRunResult, config=None, *, task: AdditionTask | None 
     (default ``result.config``).
 
     Raises:
-        ValueError: naming ``result``, ``config`` or ``skip_steps``.
+        ValueError: naming ``result``, ``config`` or ``skip_steps``; ``result`` when the run
+            has fewer than 2 steps (one warm-up, one steady) or a step's ``step_s`` is not a
+            positive number.
     """
+    if isinstance(result, RayRunResult) and 0 < len(result.history) < _MIN_STEPS:
+        raise ValueError(f"result has {len(result.history)} step(s); compare_run needs at least "
+                         f"{_MIN_STEPS} (the simulator leaves the first half of a run, at "
+                         f"least one step, out as warm-up, SimResult.warmup_steps): run more "
+                         f"steps")
     costs = measured_costs(result, config, task=task, skip_steps=skip_steps)
+    for row in result.history:
+        if "step_s" not in row:
+            raise ValueError(f"result.history rows need 'step_s' (as train_ray writes them), "
+                             f"got {row!r}")
+        check_number(f"result.history[{row['step']}]['step_s']", row["step_s"], low=0,
+                     low_open=True)
     k = result_config(result, config).staleness
     actors = {}
     for iv in result.timeline:

@@ -23,8 +23,9 @@ class RayRunResult(RLResult):
     """:class:`rlmperf_lite.rl.common.RLResult` (final params, per-step history with the keys of
     train_async_grpo's, the reference model) plus what the run on Ray adds. The history's
     ``*_s`` are the time each phase ran on at least one actor in that step
-    (:func:`~rlmperf_lite.distributed.phase_times`); ``step_s`` is the wall time between two
-    weight versions, as the simulator's step time."""
+    (:func:`~rlmperf_lite.distributed.phase_times`); ``step_s`` is the wall time from the end of
+    one step of the controller's loop to the end of the next (one weight version each, as the
+    simulator's step time; it includes ``on_step`` and any checkpoint written)."""
 
     mode: str = "sync"
     config: object = None
@@ -62,12 +63,14 @@ def phase_times(step: int, records: list) -> dict:
             for name in dict.fromkeys(PHASE_TIMES.values())}
 
 
-def phase_overlap_s(timeline: list, phases_a, phases_b, step: int) -> float:
-    """Seconds of ``step`` during which a phase of ``phases_a`` and one of ``phases_b`` ran at
-    the same time, on any actors: with A and B the unions of their
-    :class:`~rlmperf_lite.sim.Interval` bars, ``len(A & B) = len(A) + len(B) - len(A | B)``
-    (e.g. scoring, ``("ref_logp", "reward")``, against the proximal log-probs,
-    ``("old_logp",)``).
+def phase_overlap_s(timeline: list, phases_a, phases_b, step: int,
+                    step_b: int | None = None) -> float:
+    """Seconds during which a phase of ``phases_a`` in ``step`` and one of ``phases_b`` in
+    ``step_b`` (default: the same step) ran at the same time, on any actors: with A and B the
+    unions of their :class:`~rlmperf_lite.sim.Interval` bars,
+    ``len(A & B) = len(A) + len(B) - len(A | B)``. E.g. scoring, ``("ref_logp", "reward")``,
+    against the proximal log-probs, ``("old_logp",)``; or step t's training phases against
+    step t+1's ``("generate",)``.
 
     Raises:
         ValueError: naming ``phases_a`` or ``phases_b`` when not a non-empty tuple or list of
@@ -76,7 +79,8 @@ def phase_overlap_s(timeline: list, phases_a, phases_b, step: int) -> float:
     for name, phases in (("phases_a", phases_a), ("phases_b", phases_b)):
         if not isinstance(phases, (tuple, list)) or not phases:
             raise ValueError(f"{name} must be a non-empty tuple of phase names, got {phases!r}")
+    sb = step if step_b is None else step_b
     a = [(iv.start_s, iv.end_s) for iv in timeline if iv.step == step and iv.phase in phases_a]
-    b = [(iv.start_s, iv.end_s) for iv in timeline if iv.step == step and iv.phase in phases_b]
+    b = [(iv.start_s, iv.end_s) for iv in timeline if iv.step == sb and iv.phase in phases_b]
     inf = math.inf
     return max(0.0, union_s(a, -inf, inf) + union_s(b, -inf, inf) - union_s(a + b, -inf, inf))

@@ -33,7 +33,7 @@ from ..rl.losses import overlong_penalty
 from ..tasks import AdditionTask
 
 __all__ = ["PhaseLog", "RolloutWorker", "RefRewardWorker", "Learner", "ColocatedWorker",
-           "RoleHandle"]
+           "RoleHandle", "rng_from_state"]
 
 
 class PhaseLog:
@@ -74,7 +74,7 @@ def _fetch(items: list) -> list:
     return list(items)
 
 
-def _generator(state: dict) -> np.random.Generator:
+def rng_from_state(state: dict) -> np.random.Generator:
     """A Generator continuing the stream whose ``bit_generator.state`` is ``state``."""
     rng = np.random.Generator(getattr(np.random, state["bit_generator"])())
     rng.bit_generator.state = state
@@ -94,7 +94,7 @@ class RolloutWorker:
     def __init__(self, config, rng_state: dict, *, pool: str = "rollout",
                  lane: str = "rollout/r0", task: AdditionTask | None = None):
         self.c, self.task = config, task or AdditionTask()
-        self.rng = _generator(rng_state)
+        self.rng = rng_from_state(rng_state)
         self.params, self.version = None, -1
         self.log = PhaseLog(pool, lane)
         self._blas = _limit_blas(config)
