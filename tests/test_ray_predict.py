@@ -1,4 +1,5 @@
-"""Measure against predict (rlmperf_lite.distributed.predict) and its views (views/ray_views).
+"""Measure against predict (rlmperf_lite.distributed.predict) and its views (views/ray_views,
+ray_calculators).
 
 Most tests need no Ray: a hand-made RayRunResult (a synchronous run whose phases take fixed
 times, laid out one after the other with gaps between them) checks that the costs, compute
@@ -21,10 +22,10 @@ from rlmperf_lite.distributed import (REFERENCE_COSTS, RunComparison,  # noqa: E
 from rlmperf_lite.rl import AsyncGRPOConfig, GRPOConfig, train_grpo  # noqa: E402
 from rlmperf_lite.sim import Interval, simulate  # noqa: E402
 from rlmperf_lite.tasks import AdditionTask  # noqa: E402
-from rlmperf_lite.views.ray_views import (STEP_TIME, THROUGHPUT, error_rows,  # noqa: E402
-                                          error_table_html, measured_rows,
-                                          measured_vs_predicted_chart, ray_grid, ray_grid_chart,
-                                          ray_widget)
+from rlmperf_lite.views.ray_calculators import (STEP_TIME, THROUGHPUT, ray_grid,  # noqa: E402
+                                                ray_grid_chart, ray_widget)
+from rlmperf_lite.views.ray_views import (error_rows, error_table_html,  # noqa: E402
+                                          measured_rows, measured_vs_predicted_chart)
 
 CONFIG = GRPOConfig(steps=4, num_prompts=8, group_size=4, lr_warmup_steps=1, kl_coef=0.01)
 MS = 1e-3
