@@ -2,7 +2,7 @@
 
     rlmperf train --algo {grpo,dr_grpo,dapo,rloo,reinforce_pp,ppo} --seed 0 [--steps N] [--json]
     rlmperf train --runtime ray [--address ADDR] [--ray-mode {colocated,sync,one_step_off,async}]
-        [--staleness K]
+        [--staleness K] [--cpus-per-actor C]
     rlmperf workdepth [--num-layers L ...] [--json]
     rlmperf estimate --model qwen2.5-7b --hardware h100 --algo grpo --prompts 32 \
         --group-size 16 --prompt-len 512 --response-len 4096 --gpus 64 [--json]
@@ -56,11 +56,14 @@ def _train(args) -> int:
         config = run_config(mode_config(config, args.ray_mode, staleness=args.staleness),
                             args.ray_mode)              # refused here, before Ray starts
         init_ray(args.address)
-        result = train_ray(config, mode=args.ray_mode, on_step=emit)
-    elif args.address is not None or args.staleness is not None:
-        raise ValueError(f"--{'address' if args.address is not None else 'staleness'} is an "
-                         f"option of --runtime ray")
+        result = train_ray(config, mode=args.ray_mode, on_step=emit,
+                           cpus_per_actor=args.cpus_per_actor)
     else:
+        for flag, value, default in (("address", args.address, None),
+                                     ("staleness", args.staleness, None),
+                                     ("cpus-per-actor", args.cpus_per_actor, 0.0)):
+            if value != default:
+                raise ValueError(f"--{flag} is an option of --runtime ray")
         result = train(config, task=task, progress=not args.json, on_step=emit,
                        eval_every=args.eval_every, stop_at_accuracy=args.stop_at_accuracy)
     summary = {
@@ -163,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--staleness", type=int, default=None,
                     help="with --ray-mode async: the versions the rollout may run ahead "
                          "(AReaL's eta; 0 = on-policy)")
+    tr.add_argument("--cpus-per-actor", type=float, default=0.0,
+                    help="with --runtime ray: CPUs Ray reserves per actor (0: actors share "
+                         "cores; 1 on a cluster: at most one actor per CPU of a node)")
     tr.add_argument("--json", action="store_true", help="one JSON object per line")
     tr.set_defaults(func=_train)
 

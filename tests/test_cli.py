@@ -77,6 +77,8 @@ def test_train_on_ray_async_matches_the_in_process_async_loop():
                        (("--staleness", "1"), "--staleness"),
                        (("--runtime", "ray", "--algo", "dapo"), "dynamic_sampling"),
                        (("--runtime", "ray", "--address", "127.0.0.1:1"), "address"),
-                       (("--runtime", "ray", "--address", ""), "address")):
+                       (("--runtime", "ray", "--address", ""), "address"),
+                       (("--runtime", "ray", "--cpus-per-actor", "4"), "cpus_per_actor"),
+                       (("--cpus-per-actor", "1"), "--cpus-per-actor")):
         out = rlmperf("train", "--steps", "1", *args)
         assert out.returncode == 2 and name in out.stderr and "Traceback" not in out.stderr

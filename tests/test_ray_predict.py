@@ -150,6 +150,28 @@ def test_one_step_off_is_async_k1_and_work_depth_values():
     assert controller_workdepth(REFERENCE_COSTS).work_s == pytest.approx(13.7 * MS, rel=1e-12)
 
 
+def test_workdepth_of_a_pulled_sync_and_of_a_serial_controller():
+    """With the reference costs (ms: sync 2, generate 2, ref 3, reward + advantages 0.3,
+    proximal 3, update 6.4), one-step-off: the simulator's broadcast keeps the sync on the
+    trainer's chain, 2 + max(3.3, 3) + 6.4 = 11.7; the toy's pull moves it to the generation's,
+    9.7; a controller that waits for the scores before the proximal pass chains both branches,
+    2 + 3.3 + 3 + 6.4 = 14.7, and its step is then one chain as long as the work."""
+    broadcast = controller_workdepth(REFERENCE_COSTS, staleness=1)
+    pull = controller_workdepth(REFERENCE_COSTS, staleness=1, sync="pull")
+    serial = controller_workdepth(REFERENCE_COSTS, staleness=1, prox_beside_scoring=False)
+    assert broadcast.per_version_s == pytest.approx(11.7 * MS)
+    assert pull.per_version_s == pytest.approx(9.7 * MS)
+    assert pull.depth_s == pytest.approx(broadcast.depth_s) and pull.work_s == broadcast.work_s
+    assert serial.per_version_s == pytest.approx(14.7 * MS)
+    assert serial.depth_s == pytest.approx(serial.work_s) == pytest.approx(16.7 * MS)
+    sync0 = controller_workdepth(REFERENCE_COSTS, sync="pull")   # k = 0: one chain either way
+    assert sync0.per_version_s == pytest.approx(13.7 * MS)
+    with pytest.raises(ValueError, match="sync must be one of"):
+        controller_workdepth(REFERENCE_COSTS, sync="nccl")
+    with pytest.raises(ValueError, match="prox_beside_scoring"):
+        controller_workdepth(REFERENCE_COSTS, prox_beside_scoring="yes")
+
+
 def test_costs_without_proximal_logps_charge_the_reference_pass():
     costs = dataclasses.replace(REFERENCE_COSTS, phase_s={
         k: v for k, v in REFERENCE_COSTS.phase_s.items() if k != "old_logp"})

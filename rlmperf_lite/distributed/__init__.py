@@ -13,11 +13,11 @@ sets a run next to the simulator's prediction from its own measured phase costs.
 """
 from .checkpoint import Checkpoint, check_resume, load_checkpoint, save_checkpoint
 from .controller import Controller, train_ray
-from .costs import (REFERENCE_COSTS, SIM_PHASE, ControllerWorkDepth, ToyCosts,
+from .costs import (REFERENCE_COSTS, SIM_PHASE, SYNC_MODELS, ControllerWorkDepth, ToyCosts,
                     controller_workdepth, measured_costs, result_config)
 from .faults import RolloutPool, get_or_report, raise_if_dead
-from .modes import (MODE_STALENESS, MODES, Placement, check_layout, mode_config, mode_staleness,
-                    place_actors, run_config)
+from .modes import (MODE_STALENESS, MODES, Placement, check_cpus, check_layout, mode_config,
+                    mode_staleness, place_actors, run_config)
 from .predict import (PoolShare, RunComparison, compare_run, measured_compute, predict_run,
                       toy_system, toy_workload)
 from .result import PHASE_TIMES, RayRunResult, phase_overlap_s, phase_times, to_intervals
@@ -27,12 +27,11 @@ from .workers import (ColocatedWorker, Learner, PhaseLog, RefRewardWorker, RoleH
 
 __all__ = ["Controller", "train_ray", "MODES", "MODE_STALENESS", "run_config", "Placement",
            "place_actors", "RayRunResult", "PHASE_TIMES", "phase_times", "phase_overlap_s",
-           "to_intervals",
-           "init_ray", "shutdown_ray", "local_num_cpus", "RolloutWorker", "RefRewardWorker",
-           "Learner", "ColocatedWorker", "RoleHandle", "PhaseLog", "RolloutPool", "get_or_report",
-           "raise_if_dead", "Checkpoint",
-           "save_checkpoint", "load_checkpoint", "check_resume", "mode_config", "check_layout",
-           "mode_staleness", "SIM_PHASE", "ToyCosts", "REFERENCE_COSTS", "result_config",
-           "measured_costs",
-           "ControllerWorkDepth", "controller_workdepth", "toy_workload", "toy_system",
-           "predict_run", "measured_compute", "PoolShare", "RunComparison", "compare_run"]
+           "to_intervals", "init_ray", "shutdown_ray", "local_num_cpus", "RolloutWorker",
+           "RefRewardWorker", "Learner", "ColocatedWorker", "RoleHandle", "PhaseLog", "RolloutPool",
+           "get_or_report", "raise_if_dead", "Checkpoint", "save_checkpoint", "load_checkpoint",
+           "check_resume", "mode_config", "check_layout", "check_cpus", "mode_staleness",
+           "SIM_PHASE", "ToyCosts", "REFERENCE_COSTS", "result_config", "measured_costs",
+           "SYNC_MODELS", "ControllerWorkDepth", "controller_workdepth", "toy_workload",
+           "toy_system", "predict_run", "measured_compute", "PoolShare", "RunComparison",
+           "compare_run"]

@@ -38,7 +38,7 @@ from ..rl.warmstart import warm_start
 from ..tasks import AdditionTask
 from .checkpoint import Checkpoint, check_resume, load_checkpoint, save_checkpoint
 from .faults import RolloutPool, get_or_report, raise_if_dead
-from .modes import check_layout, mode_config, place_actors, run_config
+from .modes import check_cpus, check_layout, mode_config, place_actors, run_config
 from .result import RayRunResult, phase_times, to_intervals
 from .runtime import init_ray
 from .workers import PhaseLog, rng_from_state
@@ -102,8 +102,7 @@ class Controller:
         self.checkpoint_dir, self.checkpoint_every = checkpoint_dir, checkpoint_every
         self.meta = {"mode": mode, "num_rollout_workers": W, "staleness": self.k,
                      "config": json.loads(json.dumps(asdict(c), default=str))}
-        rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)  # as the loops
-        t0, ckpt, self.warmstart_s = time.perf_counter(), None, 0.0
+        ckpt = None
         if resume_from is not None:
             ckpt = load_checkpoint(resume_from, c.model)
             check_resume(ckpt, self.meta, resume_from)
@@ -111,6 +110,12 @@ class Controller:
                 raise ValueError(f"config.steps={c.steps} leaves nothing to run after the "
                                  f"checkpoint resume_from={str(resume_from)!r} (step "
                                  f"{ckpt.step}); set steps above {ckpt.step}")
+        if not ray.is_initialized():
+            init_ray()
+        check_cpus(mode, W, L, cpus_per_actor)          # before the warm start, not after
+        rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)  # as the loops
+        t0, self.warmstart_s = time.perf_counter(), 0.0
+        if ckpt is not None:
             params, base = ckpt.params, ckpt.base_params
             rng_data, rng_states = rng_from_state(ckpt.rng_data_state), ckpt.rollout_rng_states
         else:
@@ -125,8 +130,6 @@ class Controller:
             rng_states = [g.bit_generator.state for g in streams]
         self.start_step = ckpt.step if ckpt else 0
         self.base_params, self.rng_data = base, rng_data
-        if not ray.is_initialized():
-            init_ray()
         self._start_actors(params, base, rng_states, ckpt)
 
     def _start_actors(self, params, base, rng_states, ckpt) -> None:

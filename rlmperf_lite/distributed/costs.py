@@ -19,7 +19,7 @@ from .modes import run_config
 from .result import RayRunResult
 
 __all__ = ["SIM_PHASE", "ToyCosts", "REFERENCE_COSTS", "result_config", "measured_costs",
-           "ControllerWorkDepth", "controller_workdepth"]
+           "SYNC_MODELS", "ControllerWorkDepth", "controller_workdepth"]
 
 
 SIM_PHASE = {"generate": "generate", "weight_sync": "weight_sync", "ref_logp": "ref_logp",
@@ -163,27 +163,39 @@ def measured_costs(result: RayRunResult, config=None, *, task: AdditionTask | No
                     phase_s={p: float(np.mean(list(s.values()))) for p, s in per_step.items()})
 
 
+SYNC_MODELS = ("broadcast", "pull")
+"""Where a weight sync sits in the step's dataflow: ``"broadcast"`` holds the trainer and the
+engine both (an NCCL broadcast; the simulator's model), ``"pull"`` only the rollout worker,
+which fetches the new version from Ray's object store while the learner goes on (the toy's)."""
+
+
 @dataclass(frozen=True)
 class ControllerWorkDepth:
     """Work and depth of one step of the toy's dataflow, in seconds (book Chapter 5's model,
-    with the measured phase times as the durations of its operations). The controller of
+    with the measured phase times as the durations of its operations; book section 14.7).
+
+    A step's latency, from its weight sync to its update, is the depth D; with generation
+    running k versions ahead, a step per version takes :attr:`per_version_s`. The controller of
     :mod:`rlmperf_lite.distributed` submits the proximal log-probs before it waits for the
-    scores, so its step follows the depth; a controller that waited for each call before
-    making the next would take the work."""
+    scores, so the two branches are side by side in D_train; one that waited for the scores
+    first puts them on one chain (``prox_beside_scoring=False`` of
+    :func:`controller_workdepth`)."""
 
     work_s: float
     """The work W, every phase of the step summed (device-seconds)."""
     generate_s: float
-    """The generation's depth D_gen, on W rollout workers."""
+    """The generation side's depth D_gen, generation on W rollout workers (after the weight
+    sync when it is a ``"pull"``)."""
     train_depth_s: float
-    """The training side's depth D_train — the weight sync, then the longer of (reference
-    pass, reward, advantages) and the proximal log-probs, then the update (on L learners)."""
+    """The training side's depth D_train, made of the weight sync when it is a
+    ``"broadcast"``, then (reference pass, reward, advantages) and the proximal log-probs —
+    side by side, or one after the other — then the update (on L learners)."""
     staleness: int
     """How many versions k the generation may run ahead."""
 
     @property
     def depth_s(self) -> float:
-        """D = D_gen + D_train, the longest chain of one synchronous step."""
+        """D = D_gen + D_train, the longest chain of one step (its latency)."""
         return self.generate_s + self.train_depth_s
 
     @property
@@ -194,32 +206,44 @@ class ControllerWorkDepth:
     @property
     def per_version_s(self) -> float:
         """The depth per version, max(D_train, D / (k + 1)), when generation runs k versions
-        ahead (derived in book section 11.5)."""
+        ahead (derived in book section 11.5): the step time a schedule can reach."""
         return max(self.train_depth_s, self.depth_s / (self.staleness + 1))
 
 
 def controller_workdepth(costs: ToyCosts, *, staleness: int = 0, num_rollout_workers: int = 1,
-                         num_learners: int = 1) -> ControllerWorkDepth:
+                         num_learners: int = 1, sync: str = "broadcast",
+                         prox_beside_scoring: bool = True) -> ControllerWorkDepth:
     """:class:`ControllerWorkDepth` of a step with W rollout workers and L learners splitting
     their phases evenly; the proximal log-probs count from ``staleness`` 1 (the reference
-    pass's cost when the costs lack them, as in :func:`toy_system`).
+    pass's cost when the costs lack them, as in :func:`toy_system`). ``sync``: one of
+    :data:`SYNC_MODELS` (the default is the simulator's, so
+    :attr:`ControllerWorkDepth.per_version_s` equals :func:`predict_run`'s step);
+    ``prox_beside_scoring`` False: a controller that asks for the proximal log-probs only once
+    the scores are back.
 
     Raises:
-        ValueError: naming ``costs``, ``staleness``, ``num_rollout_workers`` or
-            ``num_learners``.
+        ValueError: naming ``costs``, ``staleness``, ``num_rollout_workers``,
+            ``num_learners``, ``sync`` or ``prox_beside_scoring``.
     """
     if not isinstance(costs, ToyCosts):
         raise ValueError(f"costs must be a ToyCosts, got {type(costs).__name__}")
     check_int("staleness", staleness, 0)
     check_int("num_rollout_workers", num_rollout_workers, 1)
     check_int("num_learners", num_learners, 1)
+    check_choice("sync", sync, SYNC_MODELS)
+    if not isinstance(prox_beside_scoring, bool):
+        raise ValueError(f"prox_beside_scoring must be True or False, got "
+                         f"{prox_beside_scoring!r}")
     s = costs.sim_phase_s
     get = lambda p: s.get(p, 0.0)
     old = s.get("old_logp", get("ref_logp")) if staleness > 0 else 0.0
     score = get("ref_logp") + get("reward")
+    branches = (max(score, old / num_learners) if prox_beside_scoring
+                else score + old / num_learners)
+    pulled = get("weight_sync") if sync == "pull" else 0.0
     return ControllerWorkDepth(
         work_s=get("weight_sync") + get("generate") + score + old + get("actor_update"),
-        generate_s=get("generate") / num_rollout_workers,
-        train_depth_s=get("weight_sync") + max(score, old / num_learners)
+        generate_s=pulled + get("generate") / num_rollout_workers,
+        train_depth_s=get("weight_sync") - pulled + branches
         + get("actor_update") / num_learners,
         staleness=staleness)

@@ -9,7 +9,7 @@ mode                      placement                                             
 ========================  ======================================================  ==========
 ``"colocated"``           L actors, each rollout + reference/reward + learner       0
 ``"sync"``                W rollout, 1 reference/reward, L learner actors           0
-``"one_step_off"``        as sync; rollout of t+1 during the update of t            1
+``"one_step_off"``        as sync; rollout of t+1 starts with step t                1
 ``"async"``               as sync; rollout up to k batches ahead                    k
 ========================  ======================================================  ==========
 
@@ -31,7 +31,7 @@ from ..rl.grpo import GRPOConfig
 from .workers import ColocatedWorker, Learner, RefRewardWorker, RoleHandle, RolloutWorker
 
 __all__ = ["MODES", "MODE_STALENESS", "mode_staleness", "run_config", "mode_config",
-           "check_layout", "Placement", "place_actors"]
+           "check_layout", "check_cpus", "Placement", "place_actors"]
 
 MODES = ("colocated", "sync", "one_step_off", "async")
 MODE_STALENESS = {"colocated": 0, "sync": 0, "one_step_off": 1}
@@ -127,6 +127,22 @@ def check_layout(mode: str, num_prompts: int, num_rollout_workers: int, num_lear
                          f"minibatch; every learner needs one")
 
 
+def check_cpus(mode: str, num_rollout_workers: int, num_learners: int,
+               cpus_per_actor: float) -> None:
+    """Refuse actors that would reserve more CPUs than the running Ray has free: Ray would
+    keep them waiting for resources forever.
+
+    Raises:
+        ValueError: naming ``cpus_per_actor``.
+    """
+    n = num_learners if mode == "colocated" else num_rollout_workers + 1 + num_learners
+    free = ray.available_resources().get("CPU", 0.0)
+    if cpus_per_actor * n > free + 1e-9:
+        raise ValueError(f"cpus_per_actor={cpus_per_actor:g} x {n} actors needs "
+                         f"{cpus_per_actor * n:g} CPUs, but Ray has {free:g} free: lower "
+                         f"cpus_per_actor (0 lets the actors share cores) or add nodes")
+
+
 @dataclass
 class Placement:
     """The handles of one run's roles, and the actors behind them."""
@@ -158,12 +174,7 @@ def place_actors(mode: str, config: AsyncGRPOConfig, *, num_rollout_workers: int
             has free (they would wait for them forever).
         RuntimeError: an actor did not start within ``ready_timeout_s``.
     """
-    n = num_learners if mode == "colocated" else num_rollout_workers + 1 + num_learners
-    free = ray.available_resources().get("CPU", 0.0)
-    if cpus_per_actor * n > free + 1e-9:
-        raise ValueError(f"cpus_per_actor={cpus_per_actor:g} x {n} actors needs "
-                         f"{cpus_per_actor * n:g} CPUs, but Ray has {free:g} free: lower "
-                         f"cpus_per_actor (0 lets the actors share cores) or add nodes")
+    check_cpus(mode, num_rollout_workers, num_learners, cpus_per_actor)
     actors = []
 
     def start(cls, *args, **kwargs):

@@ -21,9 +21,13 @@ def _step_s(mode: str, **kw) -> float:
     return predict_run(REFERENCE_COSTS, mode, STEPS, **kw).step_time_s
 
 
-def _workdepth(**kw):
+def _workdepth(weight_sync_s: float | None = None, **kw):
+    import dataclasses
+
     from ..distributed import REFERENCE_COSTS, controller_workdepth
-    return controller_workdepth(REFERENCE_COSTS, **kw)
+    costs = REFERENCE_COSTS if weight_sync_s is None else dataclasses.replace(
+        REFERENCE_COSTS, phase_s={**REFERENCE_COSTS.phase_s, "weight_sync": weight_sync_s})
+    return controller_workdepth(costs, **kw)
 
 
 ANSWERS: dict[str, Answer] = {
@@ -45,11 +49,20 @@ ANSWERS: dict[str, Answer] = {
     "ch14.3b": Answer(lambda: _step_s("one_step_off", weight_sync_s=SLOW_SYNC_S),
                       "predicted one-step-off step time (s) with a 20-ms weight sync",
                       "predict_run(..., 'one_step_off', 12, weight_sync_s=0.02)"),
+    "ch14.3c": Answer(lambda: _workdepth(SLOW_SYNC_S, staleness=1, sync="pull").per_version_s,
+                      "one-step-off per version (s) with a 20-ms sync that the rollout worker "
+                      "pulls (the toy's dataflow)",
+                      "controller_workdepth(slow costs, staleness=1, sync='pull').per_version_s"),
     "ch14.4a": Answer(lambda: _workdepth(staleness=1).work_s,
                       "work W (s) of a one-step-off step, reference costs",
                       "controller_workdepth(REFERENCE_COSTS, staleness=1).work_s"),
     "ch14.4b": Answer(lambda: _workdepth(staleness=1).depth_s,
                       "depth D (s) of the same step's dataflow",
                       "controller_workdepth(REFERENCE_COSTS, staleness=1).depth_s"),
+    "ch14.4c": Answer(lambda: _workdepth(staleness=1, prox_beside_scoring=False).per_version_s,
+                      "one-step-off per version (s) on a controller that asks for the proximal "
+                      "log-probs only once the scores are back",
+                      "controller_workdepth(REFERENCE_COSTS, staleness=1, "
+                      "prox_beside_scoring=False).per_version_s"),
 }
 """Exercise id -> :class:`~rlmperf_lite.exercises.Answer` for Lab 14."""

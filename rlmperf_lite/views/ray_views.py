@@ -1,4 +1,4 @@
-"""Charts, tables and calculators of the toy RL system on Ray (book chapter "A mini RL system on
+"""Charts and tables of the toy RL system on Ray (book chapter "A mini RL system on
 Ray"). They display what :mod:`rlmperf_lite.distributed` measures and
 :func:`~rlmperf_lite.distributed.predict_run` predicts, and hold no formulas of their own: a run's
 measured timeline next to the simulator's (its bars from
