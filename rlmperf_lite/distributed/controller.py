@@ -343,6 +343,7 @@ class Controller:
         """``ray.get`` of calls to learners or reference/reward workers."""
         return get_or_report(refs, step, self.learners + self.ref)
 
+
 def train_ray(config=None, *, mode: str = "sync", on_step=None, **kwargs) -> RayRunResult:
     """Run the toy GRPO system on Ray (started locally by
     :func:`~rlmperf_lite.distributed.init_ray` if it is not up): a
