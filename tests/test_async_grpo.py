@@ -57,11 +57,11 @@ def test_sampler_uses_the_weights_of_version_t_minus_k(sync_run, monkeypatch, k)
     """The definition of staleness k: the batch of step t is sampled with exactly the weights
     after max(0, t - k) updates, and the history records staleness min(t, k)."""
     versions, sampled = [], []
-    snapshot, rollout = async_grpo._snapshot, async_grpo._rollout
+    snapshot, sample = async_grpo._snapshot, async_grpo.sample_and_score
     monkeypatch.setattr(async_grpo, "_snapshot",
                         lambda p: versions.append(snapshot(p)) or versions[-1])
-    monkeypatch.setattr(async_grpo, "_rollout",
-                        lambda p, *a: sampled.append(snapshot(p)) or rollout(p, *a))
+    monkeypatch.setattr(async_grpo, "sample_and_score",
+                        lambda p, *a: sampled.append(snapshot(p)) or sample(p, *a))
     run = train_async_grpo(AsyncGRPOConfig(staleness=k, **SHORT),
                            base_params=sync_run.base_params)
     assert [r["staleness"] for r in run.history] == [min(t, k) for t in range(SHORT["steps"])]

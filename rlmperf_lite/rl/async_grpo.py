@@ -43,9 +43,9 @@ from ..nn import (COUNTER, AdamW, clip_grad_norm, logps_backward, logps_forward,
 from ..tasks import AdditionTask
 from .common import (RLResult, blas_limits, check_run_args, end_step,
                      flops_since, lr_factor, step_range)
-from .grpo import (GRPOConfig, _rollout, init_run, loss_norms, policy_dlogps, policy_loss_value,
-                   step_advantages)
-from .losses import overlong_penalty, policy_loss
+from .grpo import (GRPOConfig, init_run, loss_norms, policy_dlogps, policy_loss_value,
+                   sample_and_score, step_advantages)
+from .losses import policy_loss
 
 __all__ = ["AsyncGRPOConfig", "OBJECTIVES", "behav_importance_weights", "objective_inputs",
            "step_metrics", "train_async_grpo"]
@@ -168,20 +168,10 @@ def _train(c: AsyncGRPOConfig, task, progress, on_step, eval_every, base_params)
     steps = step_range(c, f"async GRPO k={c.staleness}", progress)
     for step in steps:
         times, flops_before = {}, dict(COUNTER.counts)
-        t = time.perf_counter()
         behav_version, sampler_params = versions[0]           # the oldest weights in the FIFO
-        tokens, mask, behav_logps, rewards, rounds, zero_std = _rollout(
-            sampler_params, c, task, rng_data, rng_sample)                     # (B*G, ...)
-        times["rollout_s"] = (t2 := time.perf_counter()) - t
-        ref_logps = None
-        if c.kl_coef > 0:
-            with COUNTER.phase("reference"):
-                ref_logps = token_logps(result.base_params, tokens, cfg, c.temperature)[:, P - 1:]
-        times["ref_logps_s"] = (t := time.perf_counter()) - t2
-        if c.overlong_buffer_len:
-            rewards = rewards + overlong_penalty(mask.sum(axis=1), c.max_new_tokens,
-                                                 c.overlong_buffer_len)
-        times["reward_s"] = (t2 := time.perf_counter()) - t
+        tokens, mask, behav_logps, rewards, ref_logps, rounds, zero_std = sample_and_score(
+            sampler_params, result.base_params, c, task, rng_data, rng_sample, times)
+        t2 = time.perf_counter()
         advantages = step_advantages(c, rewards, mask, behav_logps, ref_logps)
         times["advantages_s"] = (t := time.perf_counter()) - t2
         kl_ref = ref_logps if c.kl_coef > 0 and c.advantage_estimator != "reinforce_pp" else None

@@ -26,7 +26,7 @@ from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, overlong_
 from .warmstart import warm_start
 
 __all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "loss_norms", "policy_dlogps",
-           "policy_loss_value", "step_advantages", "frac_reward_zero_std"]
+           "policy_loss_value", "step_advantages", "frac_reward_zero_std", "sample_and_score"]
 
 
 @dataclass(frozen=True)
@@ -124,21 +124,11 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
     steps = step_range(c, "GRPO", progress)
     for step in steps:
         times, flops_before = {}, dict(COUNTER.counts)
-        t = time.perf_counter()
-        tokens, mask, old_logps, rewards, rounds, zero_std = _rollout(
-            params, c, task, rng_data, rng_sample)                             # (B*G, ...)
-        times["rollout_s"] = (t2 := time.perf_counter()) - t
-        if c.kl_coef > 0:
-            with COUNTER.phase("reference"):
-                ref_logps = token_logps(result.base_params, tokens, cfg, c.temperature)[:, P - 1:]
-        times["ref_logps_s"] = (t := time.perf_counter()) - t2
-        if c.overlong_buffer_len:
-            rewards = rewards + overlong_penalty(mask.sum(axis=1), c.max_new_tokens,
-                                                 c.overlong_buffer_len)
-        times["reward_s"] = (t2 := time.perf_counter()) - t
+        tokens, mask, old_logps, rewards, ref_logps, rounds, zero_std = sample_and_score(
+            params, result.base_params, c, task, rng_data, rng_sample, times)  # (B*G, ...)
+        t2 = time.perf_counter()
         kl_in_loss = c.kl_coef > 0 and c.advantage_estimator != "reinforce_pp"
-        advantages = step_advantages(c, rewards, mask, old_logps,
-                                     ref_logps if c.kl_coef > 0 else None)
+        advantages = step_advantages(c, rewards, mask, old_logps, ref_logps)
         times["advantages_s"] = (t := time.perf_counter()) - t2
         # gradient accumulation: each micro-batch is weighted with the whole batch's token and
         # sequence counts, so the summed gradient equals the full batch's (not a mean of means)
@@ -280,6 +270,31 @@ def frac_reward_zero_std(rewards, group_size: int) -> float:
     learning signal): TRL's ``frac_reward_zero_std``. rewards (B*G,), grouped in order."""
     by_group = np.asarray(rewards).reshape(-1, group_size)                       # (B, G)
     return float(np.mean(by_group.max(axis=1) == by_group.min(axis=1)))
+
+
+def sample_and_score(params, ref_params, c: GRPOConfig, task, rng_data, rng_sample,
+                     times: dict) -> tuple:
+    """The first phases every GRPO loop shares (:func:`train_grpo` and the asynchronous one of
+    book Chapter 11): sample with ``params`` (DAPO's resampling included), the reference model's
+    per-token log-probs (B*G, R) when ``c.kl_coef`` > 0 (else None), and the rewards (B*G,)
+    with DAPO's overlong penalty when configured. Adds ``rollout_s``, ``ref_logps_s`` and
+    ``reward_s`` (seconds) to ``times``. Returns (tokens, completion_mask, behaviour
+    per_token_logps, rewards, ref_per_token_logps, resample rounds, frac_reward_zero_std)."""
+    t = time.perf_counter()
+    tokens, mask, behav_logps, rewards, rounds, zero_std = _rollout(
+        params, c, task, rng_data, rng_sample)                                 # (B*G, ...)
+    times["rollout_s"] = (t2 := time.perf_counter()) - t
+    ref_logps = None
+    if c.kl_coef > 0:
+        with COUNTER.phase("reference"):
+            ref_logps = token_logps(ref_params, tokens, c.model,
+                                    c.temperature)[:, task.prompt_len - 1:]    # (B*G, R)
+    times["ref_logps_s"] = (t := time.perf_counter()) - t2
+    if c.overlong_buffer_len:
+        rewards = rewards + overlong_penalty(mask.sum(axis=1), c.max_new_tokens,
+                                             c.overlong_buffer_len)
+    times["reward_s"] = time.perf_counter() - t
+    return tokens, mask, behav_logps, rewards, ref_logps, rounds, zero_std
 
 
 def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
