@@ -25,9 +25,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .checks import check_int
+from .checks import check_int, check_number
 
-__all__ = ["PhaseCost", "WorkDepth", "grpo_step_workdepth", "ppo_step_workdepth"]
+__all__ = ["PhaseCost", "WorkDepth", "grpo_step_workdepth", "ppo_step_workdepth",
+           "per_version_depth"]
 
 _ACT_DEPTH = {"relu": 1, "gelu": 7, "swiglu": 5}     # dependent elementwise rounds
 _MLP_MATS = {"relu": 2, "gelu": 2, "swiglu": 3}      # weight matrices of D x F in the MLP
@@ -287,3 +288,20 @@ def ppo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, voc
         phases.append(("optimizer" if prefix == "train" else "critic_optimizer",
                        U * opt_w, U * opt_d))
     return _result(phases, processors)
+
+
+def per_version_depth(gen_depth: float, train_depth: float, staleness: int) -> float:
+    """The steady time per weight version when generation (depth ``gen_depth``) may run
+    ``staleness`` k versions ahead of a trainer whose chain per version is ``train_depth``
+    (same unit, e.g. seconds): max(D_train, (D_gen + D_train) / (k + 1)), with unlimited
+    processors. Derived in book section 11.5; the simulator reproduces it (Lab 11) and the Ray
+    controller's work-depth uses it (book section 14.7).
+
+    Raises:
+        ValueError: naming ``gen_depth`` or ``train_depth`` (negative) or ``staleness`` (not an
+            int >= 0).
+    """
+    check_number("gen_depth", gen_depth, low=0)
+    check_number("train_depth", train_depth, low=0)
+    check_int("staleness", staleness, 0)
+    return max(train_depth, (gen_depth + train_depth) / (staleness + 1))

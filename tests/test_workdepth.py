@@ -144,3 +144,17 @@ def test_ppo_adds_a_critic_and_sequential_updates():
         + one.phase("advantages").work_flops - grpo.phase("advantages").work_flops)
     assert four.phase("train_forward").work_flops == 2 * one.phase("train_forward").work_flops
     assert four.phase("train_forward").depth_rounds == 4 * one.phase("train_forward").depth_rounds
+
+
+def test_per_version_depth_is_the_trainer_or_the_pipelined_chain():
+    """Book section 11.5: k = 0 is the whole chain; a larger bound divides it by k + 1 until
+    the trainer's chain is the floor. (Lab 11 checks the simulator against it over 15 cases.)"""
+    from rlmperf_lite.workdepth import per_version_depth
+    assert per_version_depth(10, 3, 0) == 13
+    assert per_version_depth(10, 3, 1) == 6.5 and per_version_depth(10, 3, 4) == 3
+    assert per_version_depth(4, 10, 1) == 10
+    for kwargs, name in (({"gen_depth": -1}, "gen_depth"), ({"train_depth": -1}, "train_depth"),
+                         ({"staleness": 1.5}, "staleness")):
+        args = {"gen_depth": 1, "train_depth": 1, "staleness": 0, **kwargs}
+        with pytest.raises(ValueError, match=name):
+            per_version_depth(**args)

@@ -5,14 +5,15 @@ plan search and weight resharding."""
 from .estimate import ALGOS, PhaseEstimate, RLStepEstimate, estimate_rl_step
 from .flops import (decode_flops, forward_flops, matmul_weights_per_token, prefill_flops,
                     train_flops)
-from .hardware import HardwareSpec, hardware_preset, hardware_presets, measure_cpu
+from .hardware import (HardwareSpec, hardware_preset, hardware_presets, measure_cpu,
+                       resolve_hardware)
 from .hf import from_hf_config
 from .memory import (BYTES_PER_PARAM_ADAM, activation_bytes_per_layer, kv_cache_bytes_per_token,
                      model_state_bytes)
 from .model import ModelConfig
 from .roofline import decode_step_bytes, decode_step_flops, mfu, roofline_time
 from .workdepth import expected_max_length, forward_depth, rl_step_workdepth
-from .presets import model_preset, model_presets, preset_record
+from .presets import model_preset, model_presets, preset_record, resolve_model
 from .collective import (COLLECTIVES, algorithm_bandwidth, bus_bandwidth,
                          collective_bytes_per_rank, collective_time_s)
 from .pipeline import pipeline_bubble_fraction
@@ -24,7 +25,8 @@ from .planner import PlanSearch, RankedPlan, search_plans
 from .reshard import RESHARD_MODES, reshard_bytes_per_gpu, reshard_time_s
 
 __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "preset_record",
-           "HardwareSpec", "hardware_preset", "hardware_presets", "measure_cpu",
+           "resolve_model", "HardwareSpec", "hardware_preset", "hardware_presets",
+           "resolve_hardware", "measure_cpu",
            "matmul_weights_per_token", "forward_flops", "prefill_flops", "decode_flops",
            "train_flops", "BYTES_PER_PARAM_ADAM", "model_state_bytes",
            "activation_bytes_per_layer", "kv_cache_bytes_per_token", "roofline_time",

@@ -30,12 +30,11 @@ import numpy as np
 
 from ..checks import check_bool, check_choice, check_int, check_number, check_real_array
 from .flops import forward_flops
-from .hardware import HardwareSpec, hardware_preset
+from .hardware import resolve_hardware
 from .memory import activation_bytes_per_layer, model_state_bytes
 from .phase import PhaseEstimate
 from .rollout import rollout_phases, rollout_tp, weight_sync_s
-from .model import ModelConfig
-from .presets import model_preset
+from .presets import resolve_model
 from .roofline import roofline_time
 
 __all__ = ["ALGOS", "PhaseEstimate", "RLStepEstimate", "estimate_rl_step"]
@@ -101,15 +100,6 @@ class RLStepEstimate:
                            for p in self.phases]}
 
 
-def _resolve(model, label):
-    if isinstance(model, str):
-        return model_preset(model)
-    if not isinstance(model, ModelConfig):
-        raise ValueError(f"{label} must be a ModelConfig or a preset name, got "
-                         f"{type(model).__name__}")
-    return model
-
-
 _MAX_RESPONSE = 10**6
 
 
@@ -156,10 +146,8 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
             replica size, a critic without PPO or a reference with DAPO.
     """
     check_choice("algo", algo, ALGOS)
-    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
-    if not isinstance(hw, HardwareSpec):
-        raise ValueError(f"hardware must be a HardwareSpec or a preset name, got {hardware!r}")
-    actor = _resolve(actor, "actor")
+    hw = resolve_hardware(hardware)
+    actor = resolve_model(actor, "actor")
     for label, v in (("prompts", prompts), ("prompt_len", prompt_len), ("gpus", gpus),
                      ("ppo_epochs", ppo_epochs)):
         check_int(label, v, 1)
@@ -184,11 +172,12 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
                          f"max_position_embeddings={actor.max_position_embeddings}")
     models = {"actor": actor}
     if algo == "ppo":
-        models["critic"] = _resolve(critic, "critic") if critic is not None else actor
+        models["critic"] = resolve_model(critic, "critic") if critic is not None else actor
     if (kl_coef > 0 or reference is not None) and algo != "dapo":
-        models["reference"] = _resolve(reference, "reference") if reference is not None else actor
+        models["reference"] = (resolve_model(reference, "reference") if reference is not None
+                               else actor)
     if reward is not None:
-        models["reward"] = _resolve(reward, "reward")
+        models["reward"] = resolve_model(reward, "reward")
     tp = rollout_tp(actor, hw, gpus)
     if gpus % tp:
         raise ValueError(f"gpus={gpus} is not a multiple of the rollout replica size tp={tp} "

@@ -94,6 +94,18 @@ def hardware_presets() -> list[str]:
     return sorted(_table())
 
 
+def resolve_hardware(hardware, label: str = "hardware") -> HardwareSpec:
+    """``hardware`` as a HardwareSpec: itself, or the preset it names (:func:`hardware_preset`).
+
+    Raises:
+        ValueError: naming ``label`` when ``hardware`` is neither; an unknown preset name.
+    """
+    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
+    if not isinstance(hw, HardwareSpec):
+        raise ValueError(f"{label} must be a HardwareSpec or a preset name, got {hardware!r}")
+    return hw
+
+
 def hardware_preset(name: str) -> HardwareSpec:
     """A shipped accelerator by name (case-insensitive; "h100" = "h100-sxm", "a100" =
     "a100-80gb").

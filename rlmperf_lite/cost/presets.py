@@ -68,3 +68,17 @@ def preset_record(name: str) -> dict:
 def model_preset(name: str) -> ModelConfig:
     """A shipped model preset by name (case-insensitive), e.g. ``"llama-2-7b"``."""
     return preset_record(name)["config"]
+
+
+def resolve_model(model, label: str = "actor") -> ModelConfig:
+    """``model`` as a ModelConfig: itself, or the preset it names (:func:`model_preset`).
+
+    Raises:
+        ValueError: naming ``label`` when ``model`` is neither; an unknown preset name.
+    """
+    if isinstance(model, str):
+        return model_preset(model)
+    if not isinstance(model, ModelConfig):
+        raise ValueError(f"{label} must be a ModelConfig or a preset name, got "
+                         f"{type(model).__name__}")
+    return model

@@ -18,7 +18,8 @@ import numpy as np
 
 from ..checks import check_int, check_real_array
 from ..workdepth import _ACT_DEPTH, _ADAMW_DEPTH, PhaseCost, WorkDepth, _d_mm, _lg
-from .estimate import _lengths, _resolve, estimate_rl_step
+from .estimate import _lengths, estimate_rl_step
+from .presets import resolve_model
 from .model import ModelConfig
 
 __all__ = ["expected_max_length", "forward_depth", "rl_step_workdepth"]
@@ -87,10 +88,10 @@ def rl_step_workdepth(algo: str = "grpo", *, processors: int = 1, **estimate_kwa
     """
     check_int("processors", processors, 1)
     est = estimate_rl_step(algo, **estimate_kwargs)
-    models = {"actor": _resolve(estimate_kwargs["actor"], "actor")}
+    models = {"actor": resolve_model(estimate_kwargs["actor"], "actor")}
     for key in ("critic", "reference", "reward"):
         v = estimate_kwargs.get(key)
-        models[key] = models["actor"] if v is None else _resolve(v, key)
+        models[key] = models["actor"] if v is None else resolve_model(v, key)
     P = estimate_kwargs["prompt_len"]
     n_seq = estimate_kwargs["prompts"] * estimate_kwargs["group_size"]
     R = int(_lengths(estimate_kwargs["response_len"], n_seq).max())   # as the estimate's samples

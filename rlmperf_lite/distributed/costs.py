@@ -15,6 +15,7 @@ import numpy as np
 
 from ..checks import check_choice, check_int, check_number
 from ..tasks import AdditionTask
+from ..workdepth import per_version_depth
 from .modes import run_config
 from .result import RayRunResult
 
@@ -206,8 +207,9 @@ class ControllerWorkDepth:
     @property
     def per_version_s(self) -> float:
         """The depth per version, max(D_train, D / (k + 1)), when generation runs k versions
-        ahead (derived in book section 11.5): the step time a schedule can reach."""
-        return max(self.train_depth_s, self.depth_s / (self.staleness + 1))
+        ahead (:func:`rlmperf_lite.workdepth.per_version_depth`, book section 11.5): the step
+        time a schedule can reach."""
+        return per_version_depth(self.generate_s, self.train_depth_s, self.staleness)
 
 
 def controller_workdepth(costs: ToyCosts, *, staleness: int = 0, num_rollout_workers: int = 1,

@@ -22,10 +22,8 @@ import numpy as np
 
 from ..checks import check_choice, check_int, check_number
 from ..cost import (ParallelPlan, decode_step_bytes, decode_step_flops, estimate_rl_step,
-                    hardware_preset, kv_cache_bytes_per_token, model_preset, model_state_bytes,
-                    reshard_time_s)
-from ..cost.hardware import HardwareSpec
-from ..cost.model import ModelConfig
+                    kv_cache_bytes_per_token, model_state_bytes, reshard_time_s,
+                    resolve_hardware, resolve_model)
 from ..cost.rollout import rollout_tp
 from .system import CPU, ROLES, Engine, PhaseCost, RLSystem
 from .workload import Workload
@@ -37,18 +35,9 @@ _PHASES = {"old_logprobs": "old_logp", "ref_logprobs": "ref_logp", "reward": "re
            "critic_update": "critic_update"}
 
 
-def _model(m):
-    return model_preset(m) if isinstance(m, str) else m
-
-
 def _inputs(actor, hardware, workload):
     """(HardwareSpec, ModelConfig) from presets or objects, checking all three arguments."""
-    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
-    if not isinstance(hw, HardwareSpec):
-        raise ValueError(f"hardware must be a HardwareSpec or a preset name, got {hardware!r}")
-    actor = _model(actor)
-    if not isinstance(actor, ModelConfig):
-        raise ValueError(f"actor must be a ModelConfig or a preset name, got {actor!r}")
+    hw, actor = resolve_hardware(hardware), resolve_model(actor, "actor")
     if not isinstance(workload, Workload):
         raise ValueError(f"workload must be a Workload, got {type(workload).__name__}")
     return hw, actor
@@ -95,8 +84,7 @@ def costs_from_cost(algo: str, actor, hardware, workload: Workload, *, kl_coef: 
                     train_efficiency: float = 0.4) -> dict:
     """{phase: PhaseCost} of the phases after generation, in GPU-seconds per token, from
     :func:`~rlmperf_lite.cost.estimate_rl_step` at the workload's mean response length."""
-    probe_gpus = rollout_tp(_model(actor), hardware_preset(hardware)
-                            if isinstance(hardware, str) else hardware, 8) or 1
+    probe_gpus = rollout_tp(resolve_model(actor, "actor"), resolve_hardware(hardware), 8) or 1
     est = estimate_rl_step(algo, actor=actor, hardware=hardware, prompts=workload.prompts,
                            group_size=workload.group_size, prompt_len=workload.prompt_len,
                            response_len=int(round(workload.mean_response_len)),

@@ -26,7 +26,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from ..checks import check_choice, check_int, check_number
-from ..cost import hardware_preset, model_preset
+from ..cost import resolve_hardware, resolve_model
 from ..cost.estimate import ALGOS
 from ..cost.rollout import rollout_tp
 from .from_cost import system_from_cost
@@ -809,8 +809,7 @@ def framework_system(name: str, *, actor="qwen2.5-7b", hardware="h100-sxm", gpus
     wl = DEFAULT_WORKLOAD if workload is None else workload
     if not isinstance(wl, Workload):
         raise ValueError(f"workload must be a Workload or None, got {type(workload).__name__}")
-    model = model_preset(actor) if isinstance(actor, str) else actor
-    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
+    model, hw = resolve_model(actor, "actor"), resolve_hardware(hardware)
     cost_kw = {"recompute_old_logprobs": p.recompute_old_logprobs,
                "reward_model": model if p.reward_model == "actor" else p.reward_model,
                **{k: overrides[k] for k in _COST_KEYS if k in overrides}}

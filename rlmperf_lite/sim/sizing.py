@@ -34,8 +34,8 @@ from functools import cached_property
 import numpy as np
 
 from ..checks import check_choice, check_int, check_number
-from ..cost import expected_max_length, hardware_preset, model_preset, model_state_bytes_per_gpu
-from ..cost.model import ModelConfig
+from ..cost import (expected_max_length, model_state_bytes_per_gpu, resolve_hardware,
+                    resolve_model)
 from ..cost.rollout import rollout_tp
 from .from_cost import system_from_cost
 from .phases import PoolClock, run_train_phases
@@ -68,17 +68,6 @@ def example_workload(length_sigma: float = 1.0, **overrides) -> Workload:
     base = dict(prompts=128, group_size=16, prompt_len=512, mean_response_len=1500.0,
                 max_response_len=16384, length_sigma=length_sigma, seed=0)
     return Workload(**{**base, **overrides})
-
-
-def _model(actor) -> ModelConfig:
-    m = model_preset(actor) if isinstance(actor, str) else actor
-    if not isinstance(m, ModelConfig):
-        raise ValueError(f"actor must be a ModelConfig or a preset name, got {actor!r}")
-    return m
-
-
-def _hw(hardware):
-    return hardware_preset(hardware) if isinstance(hardware, str) else hardware
 
 
 # ---- one simulated system ---------------------------------------------------------------------
@@ -204,7 +193,7 @@ def min_train_gpus(actor, hardware) -> int:
     Raises:
         ValueError: an unknown preset or a bad type.
     """
-    m, hw = _model(actor), _hw(hardware)
+    m, hw = resolve_model(actor, "actor"), resolve_hardware(hardware)
     t = 1
     while model_state_bytes_per_gpu(m.num_params(), t, 3) > hw.hbm_bytes:
         t += 1
@@ -238,7 +227,7 @@ def split_candidates(actor, hardware, gpus: int, *, count: int | None = None,
     check_int("count", count, 2, optional=True)
     check_int("stride", stride, 1, optional=True)
     check_number("max_rollout_share", max_rollout_share, low=0, high=1, low_open=True)
-    m, hw = _model(actor), _hw(hardware)
+    m, hw = resolve_model(actor, "actor"), resolve_hardware(hardware)
     tp = rollout_tp(m, hw, gpus)
     step = math.lcm(tp, stride or tp)
     top = min(gpus - 1, math.floor(max_rollout_share * gpus))
