@@ -19,7 +19,7 @@ from ..rl.common import RLResult
 from ..sim import RLSystem, SimResult, Workload, simulate
 from .sim_views import compare_table_html, placement_system, timeline_chart
 from .static_calculators import bound_controls, grid_data
-from .widgets import error_html
+from .widgets import wire
 
 __all__ = ["OBJECTIVE_ORDER", "learning_rows", "learning_curve_chart", "final_rows",
            "final_accuracy_chart", "staleness_rows", "staleness_chart", "sweep_rows",
@@ -375,7 +375,6 @@ def async_widget(**defaults):
     comparison with the colocated synchronous system, the staleness of the trained samples and
     the timeline of two steps. Bad inputs show the library's ValueError message."""
     import ipywidgets as w
-    from IPython.display import display
 
     c = {"actor": "qwen2.5-7b", "hardware": "h100-sxm", "gpus": 32, "rollout_gpus": 16,
          "prompts": 32, "group_size": 16, "mean_response_len": 2048, "max_response_len": 8192,
@@ -392,36 +391,25 @@ def async_widget(**defaults):
                                     description="rollout GPUs"),
         "mean_response_len": w.IntText(value=c["mean_response_len"], description="mean R"),
     }
-    message, out = w.HTML(), w.Output()
 
-    def update(_=None):
-        v = {k: ctl.value for k, ctl in controls.items()}
-        try:
-            wl = Workload(prompts=c["prompts"], group_size=c["group_size"],
-                          mean_response_len=float(v["mean_response_len"]),
-                          max_response_len=c["max_response_len"])
-            system = async_system(actor=c["actor"], hardware=c["hardware"], workload=wl,
-                                  gpus=c["gpus"], rollout_gpus=v["rollout_gpus"],
-                                  mode=v["mode"], staleness=v["staleness"],
-                                  partial_rollout=v["partial_rollout"],
-                                  minibatches=v["minibatches"], consume=v["consume"])
-            colocated = placement_system("colocated", actor=c["actor"],
-                                         hardware=c["hardware"], workload=wl, gpus=c["gpus"])
-            results = {colocated.name + " (sync)": simulate(colocated, wl, steps=8),
-                       system.name: simulate(system, wl, steps=8)}
-        except ValueError as err:
-            message.value = error_html(err)
-            out.clear_output()
-            return
-        message.value = compare_table_html(results)
-        with out:
-            out.clear_output(wait=True)
-            display(staleness_chart({system.name: results[system.name]}))
-            display(timeline_chart(results[system.name], steps=(4, 5)))
+    def compute(v):
+        wl = Workload(prompts=c["prompts"], group_size=c["group_size"],
+                      mean_response_len=float(v["mean_response_len"]),
+                      max_response_len=c["max_response_len"])
+        system = async_system(actor=c["actor"], hardware=c["hardware"], workload=wl,
+                              gpus=c["gpus"], rollout_gpus=v["rollout_gpus"],
+                              mode=v["mode"], staleness=v["staleness"],
+                              partial_rollout=v["partial_rollout"],
+                              minibatches=v["minibatches"], consume=v["consume"])
+        colocated = placement_system("colocated", actor=c["actor"],
+                                     hardware=c["hardware"], workload=wl, gpus=c["gpus"])
+        results = {colocated.name + " (sync)": simulate(colocated, wl, steps=8),
+                   system.name: simulate(system, wl, steps=8)}
+        return compare_table_html(results), [
+            staleness_chart({system.name: results[system.name]}),
+            timeline_chart(results[system.name], steps=(4, 5))]
 
-    for ctl in controls.values():
-        ctl.observe(update, names="value")
-    update()
+    message, out = wire(controls, compute)
     names = list(controls.values())
     return w.VBox([w.HBox([w.VBox(names[:4]), w.VBox(names[4:])]), message, out])
 

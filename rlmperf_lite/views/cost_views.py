@@ -6,8 +6,8 @@ import html
 
 import altair as alt
 
-from .widgets import error_html
-from ..cost import (ALGOS, estimate_rl_step, hardware_preset, hardware_presets, model_presets,
+from .widgets import wire
+from ..cost import (ALGOS, estimate_rl_step, hardware_presets, resolve_hardware, model_presets,
                     roofline_time)
 
 __all__ = ["roofline_chart", "phase_share_chart", "memory_chart", "estimate_table_html",
@@ -19,7 +19,7 @@ def roofline_chart(hardware, kernels: dict, *, dtype: str = "bf16",
     """Attainable FLOP/s against arithmetic intensity (log-log) for ``hardware``, with each
     kernel of ``kernels`` ({label: (flops, bytes)}) placed at its intensity and its roofline
     rate (flops / :func:`~rlmperf_lite.cost.roofline_time`)."""
-    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
+    hw = resolve_hardware(hardware)
     peak, bw = hw.peak(dtype), hw.hbm_bandwidth_bytes_per_s
     xs = [10 ** (k / 4) for k in range(-8, 21)]
     roof = [{"intensity": x, "flops_per_s": min(peak, x * bw)} for x in xs]
@@ -59,7 +59,7 @@ def phase_share_chart(est, *, title: str = "Share of the step per phase"):
 def memory_chart(est, hardware, *, title: str = "Memory per GPU in each phase"):
     """Per-GPU memory of each phase, stacked by part (model states, weights, KV cache,
     activations), against the device's HBM (dashed)."""
-    hw = hardware_preset(hardware) if isinstance(hardware, str) else hardware
+    hw = resolve_hardware(hardware)
     rows = [{"phase": p.name, "part": k, "GB": v / 1e9} for p in est.phases
             for k, v in p.memory_parts.items()]
     bars = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
@@ -92,7 +92,6 @@ def estimate_widget(**defaults):
     preset, accelerator, algorithm, B, G, P, R, GPUs, KL coefficient; defaults: the Chapter 4
     lab's step); bad combinations show the ValueError's message."""
     import ipywidgets as w
-    from IPython.display import display
 
     c = {"actor": "qwen2.5-7b", "hardware": "h100-sxm", "algo": "grpo", "prompts": 32,
          "group_size": 16, "prompt_len": 512, "response_len": 4096, "gpus": 64,
@@ -110,23 +109,12 @@ def estimate_widget(**defaults):
         "kl_coef": w.FloatSlider(value=c["kl_coef"], min=0.0, max=0.1, step=0.001,
                                  readout_format=".3f", description="kl_coef"),
     }
-    message, out = w.HTML(), w.Output()
 
-    def update(_=None):
-        kw = {k: v.value for k, v in controls.items()}
-        try:
-            est = estimate_rl_step(kw.pop("algo"), **kw)
-        except ValueError as err:
-            message.value = error_html(err)
-            return
-        message.value = estimate_table_html(est)
-        with out:
-            out.clear_output(wait=True)
-            display(phase_share_chart(est))
+    def compute(kw):
+        est = estimate_rl_step(kw.pop("algo"), **kw)
+        return estimate_table_html(est), [phase_share_chart(est)]
 
-    for v in controls.values():
-        v.observe(update, names="value")
-    update()
+    message, out = wire(controls, compute)
     return w.VBox([w.HBox([w.VBox(list(controls.values())), message]), out])
 
 
@@ -158,29 +146,21 @@ def rl_workdepth_widget(**defaults):
         "log10_p": w.FloatSlider(value=c["log10_p"], min=0, max=16, step=0.5,
                                  description="log10 p"),
     }
-    message = w.HTML()
 
-    def update(_=None):
-        kw = {k: v.value for k, v in controls.items()}
-        try:
-            wd = rl_step_workdepth("grpo", actor=kw["actor"], hardware="h100", prompts=32,
-                                   group_size=kw["group_size"], prompt_len=512,
-                                   response_len=kw["response_len"], gpus=64,
-                                   processors=int(round(10 ** kw["log10_p"])))
-        except ValueError as err:
-            message.value = error_html(err)
-            return
+    def compute(kw):
+        wd = rl_step_workdepth("grpo", actor=kw["actor"], hardware="h100", prompts=32,
+                               group_size=kw["group_size"], prompt_len=512,
+                               response_len=kw["response_len"], gpus=64,
+                               processors=int(round(10 ** kw["log10_p"])))
         rows = "".join(f"<tr><td>{p.name}</td><td>{p.work_flops:.3g}</td>"
                        f"<td>{p.depth_rounds:.4g}</td><td>{p.parallelism:.3g}</td>"
                        f"<td>{p.brent_rounds:.3g}</td></tr>" for p in wd.phases)
-        message.value = ("<table><tr><th>phase</th><th>W (FLOPs)</th><th>𝒟 (rounds)</th>"
-                         f"<th>W/𝒟</th><th>W/p + 𝒟</th></tr>{rows}<tr><th>step</th>"
-                         f"<th>{wd.work_flops:.3g}</th><th>{wd.depth_rounds:.4g}</th><th></th>"
-                         f"<th>{wd.brent_rounds:.3g}</th></tr></table>")
+        return ("<table><tr><th>phase</th><th>W (FLOPs)</th><th>𝒟 (rounds)</th>"
+                f"<th>W/𝒟</th><th>W/p + 𝒟</th></tr>{rows}<tr><th>step</th>"
+                f"<th>{wd.work_flops:.3g}</th><th>{wd.depth_rounds:.4g}</th><th></th>"
+                f"<th>{wd.brent_rounds:.3g}</th></tr></table>"), ()
 
-    for v in controls.values():
-        v.observe(update, names="value")
-    update()
+    message, _ = wire(controls, compute)
     return w.HBox([w.VBox(list(controls.values())), message])
 
 

@@ -13,7 +13,7 @@ import altair as alt
 from ..cost import (ModelConfig, ParallelPlan, TrainWorkload, hardware_preset, hardware_presets,
                     memory_per_gpu, model_presets, train_step_time)
 from .static_calculators import bound_controls, grid_data
-from .widgets import error_html
+from .widgets import wire
 
 __all__ = ["MEMORY_PARTS", "DP_WORKLOAD", "ring_table_html", "zero_comm_chart",
            "state_bytes_chart", "dp_scaling_chart", "dp_plan_results", "dp_summary_html",
@@ -175,7 +175,6 @@ def dp_widget(**defaults):
     pure data-parallel plan: memory per GPU by component against the HBM, and the step's compute
     against its DP communication. Bad settings show the library's ValueError message."""
     import ipywidgets as w
-    from IPython.display import display
 
     c = {"model": "qwen2.5-7b", "hardware": "h100-sxm", "dp": 8, "zero_stage": 3,
          **DP_WORKLOAD, **defaults}
@@ -193,29 +192,16 @@ def dp_widget(**defaults):
         "seq_len": w.IntSlider(value=c["seq_len"], min=128, max=32768, step=128,
                                description="seq_len"),
     }
-    message, out = w.HTML(), w.Output()
 
-    def update(_=None):
-        kw = {k: v.value for k, v in controls.items()}
-        try:
-            mem, step, hw = dp_plan_results(kw.pop("model"), kw.pop("hardware"), kw.pop("dp"),
-                                            kw.pop("zero_stage"), **kw)
-        except ValueError as err:
-            message.value = error_html(err)
-            with out:
-                out.clear_output()
-            return
-        message.value = dp_summary_html(mem, step, hw)
-        with out:
-            out.clear_output(wait=True)
-            display(alt.vconcat(
-                state_bytes_chart({"per GPU": mem.as_dict()}, hbm_bytes=hw.hbm_bytes,
-                                  title="Memory per GPU (dashed: HBM)"),
-                _time_chart(step, "One training step")))
+    def compute(kw):
+        mem, step, hw = dp_plan_results(kw.pop("model"), kw.pop("hardware"), kw.pop("dp"),
+                                        kw.pop("zero_stage"), **kw)
+        return dp_summary_html(mem, step, hw), [alt.vconcat(
+            state_bytes_chart({"per GPU": mem.as_dict()}, hbm_bytes=hw.hbm_bytes,
+                              title="Memory per GPU (dashed: HBM)"),
+            _time_chart(step, "One training step"))]
 
-    for v in controls.values():
-        v.observe(update, names="value")
-    update()
+    message, out = wire(controls, compute)
     return w.VBox([w.HBox([w.VBox(list(controls.values())), message]), out])
 
 

@@ -18,7 +18,7 @@ from ..sim.presets import (DEFAULT_WORKLOAD, FRAMEWORKS, PRESETS, framework_name
                            framework_system, step_breakdown)
 from .grid_charts import grid_chart
 from .sim_views import compare_table_html, timeline_chart
-from .widgets import error_html
+from .widgets import wire
 
 __all__ = ["facts_table_html", "claims_table_html", "presets_table_html", "BREAKDOWN_PARTS",
            "breakdown_rows", "breakdown_chart", "framework_widget", "FRAMEWORK_GRID",
@@ -130,7 +130,6 @@ def framework_widget(**defaults):
     comparison table, the step breakdown and the timeline of two steps of each. Bad inputs
     show the library's ValueError message."""
     import ipywidgets as w
-    from IPython.display import display
 
     c = {"a": "verl", "b": "areal", "actor": "qwen2.5-7b", "hardware": "h100-sxm", "gpus": 64,
          "steps": 12, **defaults}
@@ -142,33 +141,22 @@ def framework_widget(**defaults):
                                description="GPU"),
         "gpus": w.IntText(value=c["gpus"], description="GPUs"),
     }
-    message, out = w.HTML(), w.Output()
 
-    def update(_=None):
-        v = {k: ctl.value for k, ctl in controls.items()}
-        try:
-            results = {}
-            for key in ("a", "b"):
-                system = framework_system(v[key], actor=v["actor"], hardware=v["hardware"],
-                                          gpus=v["gpus"])
-                results[v[key]] = simulate(system, DEFAULT_WORKLOAD, steps=c["steps"])
-            parts = {k: step_breakdown(r) for k, r in results.items()}
-        except ValueError as err:
-            message.value = error_html(err)
-            out.clear_output()
-            return
-        message.value = compare_table_html(results)
-        with out:
-            out.clear_output(wait=True)
-            display(breakdown_chart(parts))
-            for r in results.values():
-                last = r.steps - 1
-                display(timeline_chart(r, steps=(last - 2, last - 1), max_replicas=4,
-                                       running=False))
+    def compute(v):
+        results = {}
+        for key in ("a", "b"):
+            system = framework_system(v[key], actor=v["actor"], hardware=v["hardware"],
+                                      gpus=v["gpus"])
+            results[v[key]] = simulate(system, DEFAULT_WORKLOAD, steps=c["steps"])
+        parts = {k: step_breakdown(r) for k, r in results.items()}
+        charts = [breakdown_chart(parts)]
+        for r in results.values():
+            last = r.steps - 1
+            charts.append(timeline_chart(r, steps=(last - 2, last - 1), max_replicas=4,
+                                         running=False))
+        return compare_table_html(results), charts
 
-    for ctl in controls.values():
-        ctl.observe(update, names="value")
-    update()
+    message, out = wire(controls, compute)
     return w.VBox([w.HBox([w.VBox(list(controls.values())[:3]),
                            w.VBox(list(controls.values())[3:])]), message, out])
 

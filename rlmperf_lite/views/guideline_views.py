@@ -10,7 +10,7 @@ import altair as alt
 from ..sim.sizing import (EXAMPLE, best_split, example_workload, simulate_placement,
                           split_candidates)
 from .grid_charts import grid_chart
-from .widgets import error_html
+from .widgets import wire
 
 __all__ = ["placement_table_html", "sync_table_html", "split_search_chart", "idle_chart",
            "gain_chart", "scaling_chart", "staleness_chart", "group_size_chart", "toy_group_chart",
@@ -179,7 +179,6 @@ def sizing_widget(**defaults):
     the balanced split in a table, and the step time of every split tried. Bad settings (a
     model whose training states do not fit the GPUs left) show the library's ValueError."""
     import ipywidgets as w
-    from IPython.display import display
 
     c = {"actor": EXAMPLE["actor"], "hardware": EXAMPLE["hardware"], "gpus": EXAMPLE["gpus"],
          "length_sigma": 1.0, "staleness": 0.5, **defaults}
@@ -193,31 +192,18 @@ def sizing_widget(**defaults):
         "staleness": w.Dropdown(options=(0.0, 0.1, 0.25, 0.5, 1.0, 2.0), value=c["staleness"],
                                 description="staleness"),
     }
-    message, out = w.HTML(), w.Output()
 
-    def update(_=None):
-        kw = {k: v.value for k, v in controls.items()}
-        try:
-            search = best_split(kw["actor"], kw["hardware"], example_workload(kw["length_sigma"]),
-                                kw["gpus"], staleness=kw["staleness"], count=6,
-                                train_efficiency=EXAMPLE["train_efficiency"],
-                                decode_efficiency=EXAMPLE["decode_efficiency"])
-        except ValueError as err:
-            message.value = error_html(err)
-            with out:
-                out.clear_output()
-            return
-        message.value = (f"<b>best split {_split_label(search.best)}: "
-                         f"{search.gain:.2f}x the colocated throughput</b>"
-                         + placement_table_html([search.colocated, search.best,
-                                                 search.balanced]))
-        with out:
-            out.clear_output(wait=True)
-            display(split_search_chart(search))
+    def compute(kw):
+        search = best_split(kw["actor"], kw["hardware"], example_workload(kw["length_sigma"]),
+                            kw["gpus"], staleness=kw["staleness"], count=6,
+                            train_efficiency=EXAMPLE["train_efficiency"],
+                            decode_efficiency=EXAMPLE["decode_efficiency"])
+        return (f"<b>best split {_split_label(search.best)}: "
+                f"{search.gain:.2f}x the colocated throughput</b>"
+                + placement_table_html([search.colocated, search.best, search.balanced]),
+                [split_search_chart(search)])
 
-    for v in controls.values():
-        v.observe(update, names="value")
-    update()
+    message, out = wire(controls, compute)
     return w.VBox([w.HBox([w.VBox(list(controls.values())), message]), out])
 
 

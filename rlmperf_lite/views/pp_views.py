@@ -16,7 +16,7 @@ from ..cost import (hardware_preset, hardware_presets, model_preset, model_prese
                     pipeline_bubble_fraction, search_plans, TrainWorkload)
 from ..parallel.schedules import SCHEDULES, make_schedule, schedule_timeline
 from .static_calculators import _csv, bound_controls
-from .widgets import error_html
+from .widgets import wire
 
 __all__ = ["SCHEDULE_NAMES", "pipeline_gantt_chart", "bytes_per_rank_chart",
            "expert_load_chart", "plan_table_html", "rejection_summary", "rejection_table_html",
@@ -151,7 +151,6 @@ def pipeline_widget(**defaults):
     beside :func:`rlmperf_lite.cost.pipeline_bubble_fraction`, and the microbatches in flight
     per stage. Bad combinations show the library's ValueError message."""
     import ipywidgets as w
-    from IPython.display import display
 
     c = {"pp": 4, "microbatches": 8, "schedule": "1f1b", "interleave": 2, **defaults}
     controls = {
@@ -163,28 +162,17 @@ def pipeline_widget(**defaults):
         "interleave": w.IntSlider(value=c["interleave"], min=1, max=4,
                                   description="interleave v"),
     }
-    message, out = w.HTML(), w.Output()
 
-    def update(_=None):
-        kw = {k: v.value for k, v in controls.items()}
+    def compute(kw):
         v = kw["interleave"] if kw["schedule"] == "interleaved" else 1
-        try:
-            tl = schedule_timeline(make_schedule(kw["schedule"], kw["pp"], kw["microbatches"], v))
-            formula = pipeline_bubble_fraction(kw["pp"], kw["microbatches"], v)
-        except ValueError as err:
-            message.value = error_html(err)
-            out.clear_output()
-            return
-        message.value = (f"<p>simulated bubble {tl.bubble_fraction:.4f} of the ideal time; "
-                         f"(p - 1) / (v m) = {formula:.4f}; makespan {tl.makespan:g}; "
-                         f"in flight per stage: {list(map(int, tl.peak_in_flight))}</p>")
-        with out:
-            out.clear_output(wait=True)
-            display(pipeline_gantt_chart({kw["schedule"]: tl}, title=""))
+        tl = schedule_timeline(make_schedule(kw["schedule"], kw["pp"], kw["microbatches"], v))
+        formula = pipeline_bubble_fraction(kw["pp"], kw["microbatches"], v)
+        return (f"<p>simulated bubble {tl.bubble_fraction:.4f} of the ideal time; "
+                f"(p - 1) / (v m) = {formula:.4f}; makespan {tl.makespan:g}; "
+                f"in flight per stage: {list(map(int, tl.peak_in_flight))}</p>",
+                [pipeline_gantt_chart({kw["schedule"]: tl}, title="")])
 
-    for v in controls.values():
-        v.observe(update, names="value")
-    update()
+    message, out = wire(controls, compute)
     return w.VBox([w.HBox(list(controls.values())), message, out])
 
 
@@ -204,24 +192,16 @@ def planner_widget(**defaults):
         "global_batch": w.IntText(value=c["global_batch"], description="sequences"),
         "seq_len": w.IntText(value=c["seq_len"], description="tokens/seq"),
     }
-    message = w.HTML()
 
-    def update(_=None):
-        kw = {k: v.value for k, v in controls.items()}
-        try:
-            search = search_plans(model_preset(kw["model"]), hardware_preset(kw["hardware"]),
-                                  kw["gpus"], TrainWorkload(global_batch=kw["global_batch"],
-                                                            seq_len=kw["seq_len"]))
-        except ValueError as err:
-            message.value = error_html(err)
-            return
+    def compute(kw):
+        search = search_plans(model_preset(kw["model"]), hardware_preset(kw["hardware"]),
+                              kw["gpus"], TrainWorkload(global_batch=kw["global_batch"],
+                                                        seq_len=kw["seq_len"]))
         best = "" if search.best else \
             "<p><b style='color:firebrick'>no valid plan: see the rejections</b></p>"
-        message.value = best + plan_table_html(search, 10) + rejection_table_html(search, 8)
+        return best + plan_table_html(search, 10) + rejection_table_html(search, 8), ()
 
-    for v in controls.values():
-        v.observe(update, names="value")
-    update()
+    message, _ = wire(controls, compute)
     return w.VBox([w.HBox([w.VBox(list(controls.values()))]), message])
 
 

@@ -21,7 +21,7 @@ from .charts import workdepth_chart
 from .cost_views import phase_share_chart
 from .grid_charts import LLAMA2_7B, _product, grid_chart
 from .static_calculators import estimate_grid
-from .widgets import error_html
+from .widgets import error_html, wire
 
 __all__ = ["PPO_GRPO_GRID", "PROFILE_GRID", "GENERATION", "ppo_grpo_workdepth",
            "ppo_grpo_table_html", "ppo_grpo_widget", "ppo_grpo_workdepth_grid",
@@ -95,7 +95,6 @@ def ppo_grpo_widget(model: dict = LLAMA2_7B, **defaults):
     32 x 16, PPO 512 x 1 with 2 epochs x 2 minibatches, P = 512, R = 4096). Bad settings show
     the library's ValueError message instead of a traceback."""
     import ipywidgets as w
-    from IPython.display import display
 
     c = {"num_prompts": 32, "group_size": 16, "prompt_len": 512, "response_len": 4096,
          "ppo_epochs": 2, "num_minibatches": 2, "log10_p": 9.0, **defaults}
@@ -113,29 +112,16 @@ def ppo_grpo_widget(model: dict = LLAMA2_7B, **defaults):
         "log10_p": w.FloatSlider(value=c["log10_p"], min=0.0, max=16.0, step=0.5,
                                  description="log10 p"),
     }
-    message, out = w.HTML(), w.Output()
 
-    def update(_=None):
-        kw = {k: s.value for k, s in sliders.items() if k != "log10_p"}
-        try:
-            results = ppo_grpo_workdepth(model=model, **kw,
-                                         processors=int(round(10 ** sliders["log10_p"].value)))
-        except ValueError as err:
-            message.value = error_html(err)
-            with out:
-                out.clear_output()
-            return
+    def compute(kw):
+        log10_p = kw.pop("log10_p")
+        results = ppo_grpo_workdepth(model=model, **kw, processors=int(round(10 ** log10_p)))
         n = kw["num_prompts"] * kw["group_size"]
-        message.value = (f"<p>PPO: {n:,} prompts x 1 sample; GRPO: {kw['num_prompts']:,} "
-                         f"prompts x {kw['group_size']} samples</p>"
-                         + ppo_grpo_table_html(results))
-        with out:
-            out.clear_output(wait=True)
-            display(workdepth_chart(results, title="Shares of W and 𝒟 per phase"))
+        return (f"<p>PPO: {n:,} prompts x 1 sample; GRPO: {kw['num_prompts']:,} "
+                f"prompts x {kw['group_size']} samples</p>" + ppo_grpo_table_html(results),
+                [workdepth_chart(results, title="Shares of W and 𝒟 per phase")])
 
-    for s in sliders.values():
-        s.observe(update, names="value")
-    update()
+    message, out = wire(sliders, compute)
     return w.VBox([w.HBox([w.VBox(list(sliders.values())), message]), out])
 
 
@@ -292,7 +278,6 @@ def profile_widget(**defaults):
     samples of 512 + 4,096 tokens, kl_coef 0.001, at the roofline). An algorithm the estimator
     rejects for the setting shows its ValueError message; the charts go when all do."""
     import ipywidgets as w
-    from IPython.display import display
 
     c = {"actor": "qwen2.5-7b", "hardware": "h100-sxm", "prompts": 32, "group_size": 16,
          "prompt_len": 512, "response_len": 4096, "gpus": 64, "kl_coef": 0.001,
@@ -311,10 +296,8 @@ def profile_widget(**defaults):
         "decode_efficiency": w.FloatSlider(value=c["decode_efficiency"], min=0.05, max=1.0,
                                            step=0.05, description="decode eff."),
     }
-    message, out = w.HTML(), w.Output()
 
-    def update(_=None):
-        step = {k: v.value for k, v in controls.items()}
+    def compute(step):
         estimates, errors = profile_estimates(**step, kl_coef=c["kl_coef"])
         by_message = {}                                     # one line per distinct error
         for a, err in errors.items():
@@ -322,16 +305,8 @@ def profile_widget(**defaults):
         notes = "".join(f"<p>{error_html(ValueError(', '.join(algos) + ': ' + text))}</p>"
                         for text, algos in by_message.items())
         if not estimates:
-            message.value = notes
-            with out:
-                out.clear_output()
-            return
-        message.value = profile_table_html(estimates) + notes
-        with out:
-            out.clear_output(wait=True)
-            display(profile_chart(estimates))
+            return notes, ()
+        return profile_table_html(estimates) + notes, [profile_chart(estimates)]
 
-    for v in controls.values():
-        v.observe(update, names="value")
-    update()
+    message, out = wire(controls, compute)
     return w.VBox([w.HBox([w.VBox(list(controls.values())), message]), out])

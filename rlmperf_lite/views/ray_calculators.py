@@ -14,7 +14,7 @@ from ..distributed import (MODES, REFERENCE_COSTS, ToyCosts, check_layout, compa
                            mode_config, mode_staleness, predict_run)
 from .grid_charts import grid_chart
 from .ray_views import error_table_html, measured_vs_predicted_chart
-from .widgets import error_html
+from .widgets import wire
 
 __all__ = ["RAY_GRID", "STEP_TIME", "THROUGHPUT", "ray_grid", "ray_grid_chart",
            "WIDGET_MAX_STEPS", "ray_widget"]
@@ -126,7 +126,6 @@ def ray_widget(config, *, base_params: dict, runs: dict | None = None, mode: str
         ValueError: naming ``mode`` or ``steps`` (the starting values).
     """
     import ipywidgets as w
-    from IPython.display import display
 
     from ..distributed import train_ray
 
@@ -137,33 +136,22 @@ def ray_widget(config, *, base_params: dict, runs: dict | None = None, mode: str
                 "staleness": w.IntText(value=staleness, description="k (async)"),
                 "steps": w.IntText(value=steps, description="steps"),
                 "workers": w.IntText(value=num_rollout_workers, description="rollout W")}
-    message, out = w.HTML(), w.Output()
+    message = w.HTML()                            # compute writes its progress note here
 
-    def update(_=None):
-        v = {k: c.value for k, c in controls.items()}
-        try:
-            _check_widget_steps(v["steps"])
-            cfg = mode_config(config, v["mode"], steps=v["steps"],
-                              staleness=v["staleness"] if v["mode"] == "async" else None)
-            key = (v["mode"], cfg.staleness, v["steps"], v["workers"])
-            if key not in cache:
-                message.value = "running on Ray ..."
-                W = v["workers"]
-                cache[key] = train_ray(cfg, mode=v["mode"], base_params=base_params,
-                                       num_rollout_workers=W,
-                                       num_learners=W if v["mode"] == "colocated" else 1)
-            comparison = compare_run(cache[key], cfg)
-        except ValueError as err:
-            message.value = error_html(err)
-            out.clear_output()
-            return
-        message.value = error_table_html({key[0]: comparison})
-        with out:
-            out.clear_output(wait=True)
-            display(measured_vs_predicted_chart(cache[key], comparison,
-                                                steps=range(max(0, v["steps"] - 3), v["steps"])))
+    def compute(v):
+        _check_widget_steps(v["steps"])
+        cfg = mode_config(config, v["mode"], steps=v["steps"],
+                          staleness=v["staleness"] if v["mode"] == "async" else None)
+        key = (v["mode"], cfg.staleness, v["steps"], v["workers"])
+        if key not in cache:
+            message.value = "running on Ray ..."
+            W = v["workers"]
+            cache[key] = train_ray(cfg, mode=v["mode"], base_params=base_params,
+                                   num_rollout_workers=W,
+                                   num_learners=W if v["mode"] == "colocated" else 1)
+        comparison = compare_run(cache[key], cfg)
+        return error_table_html({key[0]: comparison}), [measured_vs_predicted_chart(
+            cache[key], comparison, steps=range(max(0, v["steps"] - 3), v["steps"]))]
 
-    for c in controls.values():
-        c.observe(update, names="value")
-    update()
+    message, out = wire(controls, compute, message=message)
     return w.VBox([w.HBox(list(controls.values())), message, out])

@@ -20,7 +20,7 @@ from ..cost import hardware_presets, model_presets
 from ..sim import RLSystem, SimResult, Workload, simulate
 from ..sim.from_cost import system_from_cost
 from .static_calculators import bound_controls, grid_data
-from .widgets import error_html
+from .widgets import wire
 
 __all__ = ["PHASES", "PHASE_SCALE", "PLACEMENTS", "step_set", "timeline_rows", "running_rows",
            "timeline_chart", "utilisation_rows", "utilisation_chart", "split_chart",
@@ -349,7 +349,6 @@ def placement_widget(**defaults):
     timeline of two steps and the comparison table. Bad inputs show the library's ValueError
     message."""
     import ipywidgets as w
-    from IPython.display import display
 
     c = {"placement": "colocated", "actor": "qwen2.5-7b", "hardware": "h100-sxm",
          "algo": "grpo", "reward_model": False, "gpus": 32, "rollout_gpus": 8, "prompts": 32,
@@ -376,33 +375,22 @@ def placement_widget(**defaults):
         "overlap_reward": w.Checkbox(value=c["overlap_reward"], description="overlap_reward"),
         "switch_s": w.FloatText(value=c["switch_s"], description="switch (s)"),
     }
-    message, out = w.HTML(), w.Output()
 
-    def update(_=None):
-        v = {k: ctl.value for k, ctl in controls.items()}
-        try:
-            wl = Workload(prompts=v["prompts"], group_size=v["group_size"],
-                          mean_response_len=float(v["mean_response_len"]),
-                          max_response_len=v["max_response_len"])
-            system = placement_system(
-                v["placement"], actor=v["actor"], hardware=v["hardware"], workload=wl,
-                gpus=v["gpus"], rollout_gpus=v["rollout_gpus"], algo=v["algo"],
-                reward_model=v["actor"] if v["reward_model"] else None, mode=v["mode"],
-                staleness=v["staleness"], fuse_logps=v["fuse_logps"],
-                overlap_reward=v["overlap_reward"], switch_s=v["switch_s"])
-            result = simulate(system, wl, steps=6)
-        except ValueError as err:
-            message.value = error_html(err)
-            out.clear_output()
-            return
-        message.value = compare_table_html({system.name: result})
-        with out:
-            out.clear_output(wait=True)
-            display(timeline_chart(result, steps=(3, 4)))
+    def compute(v):
+        wl = Workload(prompts=v["prompts"], group_size=v["group_size"],
+                      mean_response_len=float(v["mean_response_len"]),
+                      max_response_len=v["max_response_len"])
+        system = placement_system(
+            v["placement"], actor=v["actor"], hardware=v["hardware"], workload=wl,
+            gpus=v["gpus"], rollout_gpus=v["rollout_gpus"], algo=v["algo"],
+            reward_model=v["actor"] if v["reward_model"] else None, mode=v["mode"],
+            staleness=v["staleness"], fuse_logps=v["fuse_logps"],
+            overlap_reward=v["overlap_reward"], switch_s=v["switch_s"])
+        result = simulate(system, wl, steps=6)
+        return (compare_table_html({system.name: result}),
+                [timeline_chart(result, steps=(3, 4))])
 
-    for ctl in controls.values():
-        ctl.observe(update, names="value")
-    update()
+    message, out = wire(controls, compute)
     names = list(controls.values())
     return w.VBox([w.HBox([w.VBox(names[:6]), w.VBox(names[6:11]), w.VBox(names[11:])]),
                    message, out])

@@ -14,7 +14,7 @@ import altair as alt
 from ..cost import (HardwareSpec, ModelConfig, ParallelPlan, TrainWorkload, hardware_preset,
                     hardware_presets, memory_per_gpu, model_presets, train_step_time)
 from .static_calculators import bound_controls, grid_data
-from .widgets import error_html
+from .widgets import wire
 
 __all__ = ["TP_WORKLOAD", "TIME_PARTS", "shard_shapes_html", "bytes_by_axis_chart",
            "activation_chart", "ring_work_chart", "tp_scaling_chart", "tp_plan_results",
@@ -180,7 +180,6 @@ def tp_widget(**defaults):
     exposed DP traffic), and the memory per GPU against the HBM. Bad settings show the
     library's ValueError message."""
     import ipywidgets as w
-    from IPython.display import display
 
     c = {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tp": 8, "sp": True, "cp": 1,
          "seq_len": 4096, "gpus": TP_WORKLOAD["gpus"], **defaults}
@@ -195,29 +194,15 @@ def tp_widget(**defaults):
                                      description="seq_len"),
         "gpus": w.SelectionSlider(options=GPU_OPTIONS, value=c["gpus"], description="GPUs"),
     }
-    message, out = w.HTML(), w.Output()
 
-    def update(_=None):
-        kw = {k: v.value for k, v in controls.items()}
-        try:
-            mem, step, hw = tp_plan_results(kw.pop("model"), kw.pop("hardware"), kw.pop("tp"),
-                                            kw.pop("sp"), kw.pop("cp"), kw.pop("seq_len"),
-                                            gpus=kw.pop("gpus"))
-        except ValueError as err:
-            message.value = error_html(err)
-            with out:
-                out.clear_output()
-            return
-        message.value = tp_summary_html(mem, step, hw)
-        with out:
-            out.clear_output(wait=True)
-            display(alt.vconcat(tp_scaling_chart({"this plan": step}, title="One training step"),
-                                _memory_chart(mem, hw, "Memory per GPU")
-                                ).resolve_scale(color="independent"))
+    def compute(kw):
+        mem, step, hw = tp_plan_results(kw["model"], kw["hardware"], kw["tp"], kw["sp"],
+                                        kw["cp"], kw["seq_len"], gpus=kw["gpus"])
+        return tp_summary_html(mem, step, hw), [alt.vconcat(
+            tp_scaling_chart({"this plan": step}, title="One training step"),
+            _memory_chart(mem, hw, "Memory per GPU")).resolve_scale(color="independent")]
 
-    for v in controls.values():
-        v.observe(update, names="value")
-    update()
+    message, out = wire(controls, compute)
     return w.VBox([w.HBox([w.VBox(list(controls.values())), message]), out])
 
 

@@ -1,8 +1,10 @@
 """ipywidgets front ends of the calculators: work and depth of a GRPO step (Chapter 1 lab), the
-cost of each GRPO variant and PPO (Chapter 3 lab)."""
+cost of each GRPO variant and PPO (Chapter 3 lab); and the wiring every live widget of the library
+shares (:func:`wire`, :func:`error_html`)."""
 from __future__ import annotations
 
 import html
+from typing import Callable
 
 from ..variant_costs import compare_variants
 from ..workdepth import grpo_step_workdepth
@@ -12,6 +14,53 @@ from .charts import workdepth_chart
 def error_html(err: Exception) -> str:
     """How every calculator widget shows a ValueError: its message, in red, escaped."""
     return f"<b style='color:firebrick'>{html.escape(str(err))}</b>"
+
+
+def wire(controls: dict, compute: Callable[[dict], tuple], *, message=None) -> tuple:
+    """Connect ``controls`` ({name: ipywidget}) to a calculator, the wiring of every live widget
+    of the library: on every change of a control's value, and once now, ``compute(values)``
+    with ``values`` {name: control.value} returns ``(html, outputs)`` — the HTML shown in the
+    message and the objects displayed below it (charts; an empty sequence clears the area).
+    A ValueError it raises is shown instead as the library's message (:func:`error_html`) and
+    the outputs are cleared, so a bad setting never prints a traceback.
+
+    Args:
+        controls: {name: ipywidget with a ``value``}, in the order ``values`` lists them.
+        compute: the calculator, ``values -> (html, outputs)``; it holds any check of the
+            values beyond the library's (e.g. a bound on the steps a widget runs).
+        message: an existing HTML widget (e.g. one ``compute`` writes a progress note to);
+            default a new one.
+    Returns:
+        ``(message, out)``: the ipywidgets HTML and Output for the caller to lay out (a widget
+        whose ``compute`` displays nothing may leave ``out`` out of its layout).
+    Raises:
+        Exception: any other exception of ``compute`` (a bug, not a bad setting), from the
+            first call.
+    """
+    import ipywidgets as w
+    from IPython.display import display
+
+    message = w.HTML() if message is None else message
+    out = w.Output()
+
+    def update(_=None):
+        try:
+            message_html, outputs = compute({k: c.value for k, c in controls.items()})
+        except ValueError as err:
+            message_html, outputs = error_html(err), ()
+        message.value = message_html
+        if not outputs:
+            out.clear_output()
+            return
+        with out:
+            out.clear_output(wait=True)
+            for obj in outputs:
+                display(obj)
+
+    for c in controls.values():
+        c.observe(update, names="value")
+    update()
+    return message, out
 
 
 def _table(wd) -> str:
@@ -34,7 +83,6 @@ def workdepth_widget(**model):
     Bad combinations show the calculator's ValueError message instead of a traceback.
     """
     import ipywidgets as w
-    from IPython.display import display
 
     sliders = {
         "num_prompts": w.IntSlider(value=32, min=1, max=512, description="B prompts"),
@@ -43,24 +91,13 @@ def workdepth_widget(**model):
         "response_len": w.IntSlider(value=4096, min=1, max=32768, description="R response"),
         "log10_p": w.FloatSlider(value=6.0, min=0.0, max=13.0, step=0.5, description="log10 p"),
     }
-    out, message = w.Output(), w.HTML()
 
-    def update(_=None):
-        kwargs = {k: s.value for k, s in sliders.items() if k != "log10_p"}
-        try:
-            wd = grpo_step_workdepth(**model, **kwargs,
-                                     processors=int(round(10 ** sliders["log10_p"].value)))
-        except ValueError as err:
-            message.value = error_html(err)
-            return
-        message.value = _table(wd)
-        with out:
-            out.clear_output(wait=True)
-            display(workdepth_chart({"this model": wd}, title="Shares of W and D"))
+    def compute(v):
+        log10_p = v.pop("log10_p")
+        wd = grpo_step_workdepth(**model, **v, processors=int(round(10 ** log10_p)))
+        return _table(wd), [workdepth_chart({"this model": wd}, title="Shares of W and D")]
 
-    for s in sliders.values():
-        s.observe(update, names="value")
-    update()
+    message, out = wire(sliders, compute)
     return w.VBox([w.HBox([w.VBox(list(sliders.values())), message]), out])
 
 
@@ -105,17 +142,5 @@ def variant_cost_widget(**model):
                                  description="kl_coef"),
         "max_resample_rounds": w.IntSlider(value=3, min=0, max=20, description="DAPO extra"),
     }
-    message = w.HTML()
-
-    def update(_=None):
-        try:
-            costs = compare_variants(**model, **{k: s.value for k, s in sliders.items()})
-        except ValueError as err:
-            message.value = error_html(err)
-            return
-        message.value = variant_cost_html(costs)
-
-    for s in sliders.values():
-        s.observe(update, names="value")
-    update()
+    message, _ = wire(sliders, lambda v: (variant_cost_html(compare_variants(**model, **v)), ()))
     return w.VBox([w.VBox(list(sliders.values())), message])
