@@ -275,3 +275,17 @@ def test_system_from_cost_names_a_bad_argument(kwargs, match):
         system_from_cost(args.pop("actor"), args.pop("hardware"), args.pop("workload"), **args)
     assert system_from_cost("qwen2.5-7b", "h100-sxm", Workload(), placement="disaggregated",
                             gpus=8, rollout_gpus=np.int64(4)).pools["rollout"] == 4
+
+
+def test_generation_span_is_first_start_to_last_end_of_a_steps_samples():
+    """Fixed-length responses on a unit engine with a slot per sequence: the synchronous step's
+    generation takes exactly its length in iterations, and a step with no samples is refused."""
+    wl = Workload(prompts=4, group_size=2, prompt_len=1, mean_response_len=6,
+                  max_response_len=6, dist="fixed")
+    system = RLSystem.colocated(1, engine=Engine(decode_base_s=1.0, slots=64),
+                                costs={"actor_update": PhaseCost(0.0, fixed_s=2.0)})
+    r = simulate(system, wl, 3)
+    for step in range(3):
+        assert r.generation_span_s(step) == pytest.approx(6.0)
+    with pytest.raises(ValueError, match="step=3: no sample"):
+        r.generation_span_s(3)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..checks import check_int
 from .system import CPU, RLSystem
 from .workload import Workload
 
@@ -82,6 +83,20 @@ class SimResult:
     def trained(self) -> np.ndarray:
         """Mask of the samples trained on (``consumed_step`` >= 0), shape (samples,)."""
         return self.samples["consumed_step"] >= 0
+
+    def generation_span_s(self, step: int) -> float:
+        """Seconds from the first start to the last end of the samples that step ``step``
+        trained on: the step's generation, as a timeline shows it (book section 10.3).
+
+        Raises:
+            ValueError: naming ``step`` when no sample was trained at that step.
+        """
+        check_int("step", step, 0)
+        mine = self.samples["consumed_step"] == step
+        if not mine.any():
+            raise ValueError(f"step={step}: no sample was trained at that step (the run has "
+                             f"{self.steps} steps)")
+        return float(self.samples["end_s"][mine].max() - self.samples["start_s"][mine].min())
 
     # -- staleness --------------------------------------------------------------------------
     @property
