@@ -24,11 +24,10 @@ import numpy as np
 import ray
 from threadpoolctl import threadpool_limits
 
-from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, logps_backward, logps_forward,
-                  token_entropy, token_logps)
+from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, token_logps)
 from ..parallel.data import FlatLayout
 from ..rl.common import flops_since
-from ..rl.grpo import policy_dlogps
+from ..rl.grpo import accumulate_grads
 from ..rl.losses import overlong_penalty
 from ..tasks import AdditionTask
 
@@ -228,26 +227,13 @@ class Learner:
         tokens, mask, old, adv = (batch[k][rows] for k in
                                   ("tokens", "completion_mask", "old", "advantages"))
         kl_ref = None if batch["kl_ref"] is None else batch["kl_ref"][rows]
-        size = c.micro_batch_size or len(tokens)
-        grads, parts = None, []
         with self.log.phase("actor_update", step):
-            for sl in (slice(i, i + size) for i in range(0, len(tokens), size)):
-                with COUNTER.phase("train_forward"):
-                    logps_all, cache = logps_forward(self.params, tokens[sl], c.model,
-                                                     c.temperature)
-                logps = logps_all[:, P - 1:]                                     # (micro, R)
-                dlogps = np.zeros_like(logps_all)                                # (micro, T-1)
-                dlogps[:, P - 1:] = policy_dlogps(
-                    logps, old[sl], adv[sl], mask[sl], c, norms,
-                    ref_per_token_logps=None if kl_ref is None else kl_ref[sl])
-                with COUNTER.phase("train_backward"):
-                    g = logps_backward(dlogps, cache)
-                grads = g if grads is None else {k: grads[k] + g[k] for k in grads}
-                parts.append((logps, token_entropy(cache)[:, P - 1:]))
+            grads, logps, entropy = accumulate_grads(self.params, tokens, old, adv, mask, c,
+                                                     norms, prompt_len=P,
+                                                     ref_per_token_logps=kl_ref)
             self._grad_keys = list(grads)       # the backward's order, for clip_grad_norm
             flat = self.layout.flatten(grads)                                    # (N,)
-        info = {"logps": np.concatenate([p[0] for p in parts]),
-                "entropy": np.concatenate([p[1] for p in parts]),
+        info = {"logps": logps, "entropy": entropy,
                 "flops": flops_since(before), "intervals": self.log.drain()}
         return flat, info
 

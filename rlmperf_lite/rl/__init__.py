@@ -6,8 +6,9 @@ from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages
                          rloo_advantages)
 from .evaluate import evaluate
 from .gae import gae, gae_loop
-from .grpo import (GRPOConfig, GRPOResult, frac_reward_zero_std, loss_norms, policy_dlogps,
-                   policy_loss_value, sample_and_score, step_advantages, train_grpo)
+from .grpo import (GRPOConfig, GRPOResult, accumulate_grads, frac_reward_zero_std, loss_norms,
+                   policy_dlogps, policy_loss_value, sample_and_score, step_advantages,
+                   train_grpo)
 from .ppo import PPOConfig, train_ppo
 from .losses import (AGG_MODES, aggregate_loss, aggregate_weights, kl_estimate, kl_estimate_grad,
                      overlong_penalty, policy_loss, policy_loss_grad, value_loss, value_loss_grad)
@@ -18,7 +19,7 @@ from .warmstart import warm_start
 __all__ = ["grpo_advantages", "rloo_advantages", "reinforce_pp_advantages", "check_rewards",
            "gae", "gae_loop", "GRPOConfig", "GRPOResult", "evaluate", "train_grpo", "loss_norms",
            "policy_dlogps", "policy_loss_value", "step_advantages", "frac_reward_zero_std",
-           "sample_and_score",
+           "sample_and_score", "accumulate_grads",
            "policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
            "aggregate_weights", "aggregate_loss", "AGG_MODES", "value_loss", "value_loss_grad",
            "overlong_penalty", "warm_start", "PPOConfig", "train_ppo",

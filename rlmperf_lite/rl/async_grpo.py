@@ -38,12 +38,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import check_bool, check_choice, check_int, check_number
-from ..nn import (COUNTER, AdamW, clip_grad_norm, logps_backward, logps_forward,
-                  token_entropy, token_logps)
+from ..nn import (COUNTER, AdamW, clip_grad_norm, token_logps)
 from ..tasks import AdditionTask
 from .common import (RLResult, blas_limits, check_run_args, end_step,
                      flops_since, lr_factor, step_range)
-from .grpo import (GRPOConfig, init_run, loss_norms, policy_dlogps, policy_loss_value,
+from .grpo import (GRPOConfig, accumulate_grads, init_run, loss_norms, policy_loss_value,
                    sample_and_score, step_advantages)
 from .losses import policy_loss
 
@@ -227,24 +226,9 @@ def _update(params, opt, c: AsyncGRPOConfig, tokens, mask, old, adv, behav, kl_r
     """One AdamW step of the clipped surrogate (old, adv from :func:`objective_inputs`) on these
     rows, accumulated over micro-batches as :func:`rlmperf_lite.rl.train_grpo` does; returns
     the metrics (``approx_kl`` of the behaviour vs the current policy)."""
-    cfg, n = c.model, len(tokens)
-    size = c.micro_batch_size or n
     norms = loss_norms(mask, c)
-    grads, parts = None, []
-    for sl in (slice(i, i + size) for i in range(0, n, size)):
-        with COUNTER.phase("train_forward"):
-            logps_all, cache = logps_forward(params, tokens[sl], cfg, c.temperature)
-        logps = logps_all[:, P - 1:]                                         # (micro, R)
-        dlogps = np.zeros_like(logps_all)
-        dlogps[:, P - 1:] = policy_dlogps(logps, old[sl], adv[sl], mask[sl], c, norms,
-                                          ref_per_token_logps=None if kl_ref is None
-                                          else kl_ref[sl])
-        with COUNTER.phase("train_backward"):
-            g = logps_backward(dlogps, cache)
-        grads = g if grads is None else {k: grads[k] + g[k] for k in grads}
-        parts.append((logps, token_entropy(cache)[:, P - 1:]))
-    logps = np.concatenate([p[0] for p in parts])                            # (rows, R)
-    entropy = np.concatenate([p[1] for p in parts])
+    grads, logps, entropy = accumulate_grads(params, tokens, old, adv, mask, c, norms,
+                                             prompt_len=P, ref_per_token_logps=kl_ref)
     loss, metrics = policy_loss_value(logps, old, adv, mask, c, norms,
                                       ref_per_token_logps=kl_ref)
     grad_norm = clip_grad_norm(grads, c.max_grad_norm)

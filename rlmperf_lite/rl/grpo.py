@@ -26,7 +26,8 @@ from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, overlong_
 from .warmstart import warm_start
 
 __all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "loss_norms", "policy_dlogps",
-           "policy_loss_value", "step_advantages", "frac_reward_zero_std", "sample_and_score"]
+           "policy_loss_value", "step_advantages", "frac_reward_zero_std", "sample_and_score",
+           "accumulate_grads"]
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None =
 
 def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
            base_params) -> GRPOResult:
-    cfg, c = config.model, config
+    c = config
     params, result, rng_data, rng_sample = init_run(c, task, base_params)
     opt = AdamW(params, lr=c.lr, betas=c.adam_betas)
     P = task.prompt_len
@@ -132,24 +133,10 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
         times["advantages_s"] = (t := time.perf_counter()) - t2
         # gradient accumulation: each micro-batch is weighted with the whole batch's token and
         # sequence counts, so the summed gradient equals the full batch's (not a mean of means)
-        n = len(tokens)
-        size = c.micro_batch_size or n
         norms = loss_norms(mask, c)
-        grads, parts = None, []
-        for sl in (slice(i, i + size) for i in range(0, n, size)):
-            with COUNTER.phase("train_forward"):
-                logps_all, cache = logps_forward(params, tokens[sl], cfg, c.temperature)
-            logps = logps_all[:, P - 1:]                                     # (micro, R)
-            dlogps = np.zeros_like(logps_all)
-            dlogps[:, P - 1:] = policy_dlogps(
-                logps, old_logps[sl], advantages[sl], mask[sl], c, norms,
-                ref_per_token_logps=ref_logps[sl] if kl_in_loss else None)
-            with COUNTER.phase("train_backward"):
-                g = logps_backward(dlogps, cache)
-            grads = g if grads is None else {k: grads[k] + g[k] for k in grads}
-            parts.append((logps, token_entropy(cache)[:, P - 1:]))
-        logps = np.concatenate([p[0] for p in parts])                        # (B*G, R)
-        entropy = np.concatenate([p[1] for p in parts])
+        grads, logps, entropy = accumulate_grads(
+            params, tokens, old_logps, advantages, mask, c, norms, prompt_len=P,
+            ref_per_token_logps=ref_logps if kl_in_loss else None)            # (B*G, R)
         loss, metrics = policy_loss_value(logps, old_logps, advantages, mask, c, norms,
                                           ref_per_token_logps=ref_logps if kl_in_loss else None)
         grad_norm = clip_grad_norm(grads, c.max_grad_norm)
@@ -182,6 +169,39 @@ def step_advantages(c: GRPOConfig, rewards, mask, old_logps, ref_logps) -> np.nd
     return reinforce_pp_advantages(
         rewards, mask, kl_coef=c.kl_coef,
         per_token_kl=kl_estimate(old_logps, ref_logps, "k1") if c.kl_coef else None)
+
+
+def accumulate_grads(params, tokens, old_per_token_logps, advantages, completion_mask,
+                     c: GRPOConfig, norms: dict, *, prompt_len: int,
+                     ref_per_token_logps=None) -> tuple:
+    """The gradient of the clipped surrogate over ``tokens`` (n, P+R), accumulated over
+    micro-batches of ``c.micro_batch_size`` rows: each micro-batch is weighted with the whole
+    batch's ``norms`` (:func:`loss_norms`), so the sum equals the full batch's gradient, not a
+    mean of means. ``old_per_token_logps``, ``completion_mask`` and
+    ``ref_per_token_logps`` (None: no KL term in the loss) are (n, R); ``advantages`` (n,) or
+    (n, R). Shared by :func:`train_grpo`, the asynchronous loop and the Ray learners (book
+    sections 3.4 and 14.2).
+
+    Returns (grads {name: array}, per_token_logps (n, R), token entropy (n, R)).
+    """
+    n, P = len(tokens), prompt_len
+    size = c.micro_batch_size or n
+    grads, parts = None, []
+    for sl in (slice(i, i + size) for i in range(0, n, size)):
+        with COUNTER.phase("train_forward"):
+            logps_all, cache = logps_forward(params, tokens[sl], c.model, c.temperature)
+        logps = logps_all[:, P - 1:]                                         # (micro, R)
+        dlogps = np.zeros_like(logps_all)                                    # (micro, T-1)
+        dlogps[:, P - 1:] = policy_dlogps(
+            logps, old_per_token_logps[sl], advantages[sl], completion_mask[sl], c, norms,
+            ref_per_token_logps=None if ref_per_token_logps is None
+            else ref_per_token_logps[sl])
+        with COUNTER.phase("train_backward"):
+            g = logps_backward(dlogps, cache)
+        grads = g if grads is None else {k: grads[k] + g[k] for k in grads}
+        parts.append((logps, token_entropy(cache)[:, P - 1:]))
+    return (grads, np.concatenate([p[0] for p in parts]),
+            np.concatenate([p[1] for p in parts]))
 
 
 def init_run(c: GRPOConfig, task, base_params) -> tuple:
