@@ -3,7 +3,8 @@
     rlmperf train --algo {grpo,dr_grpo,dapo,rloo,reinforce_pp,ppo} --seed 0 [--steps N] [--json]
     rlmperf train --runtime ray [--address ADDR] [--ray-mode {colocated,sync,one_step_off,async}]
         [--staleness K] [--cpus-per-actor C]
-    rlmperf workdepth [--num-layers L ...] [--json]
+    rlmperf workdepth [--num-layers L ...] [--json]        # the toy model, FLOPs and rounds
+    rlmperf workdepth --model qwen2.5-7b --hardware h100 --gpus 64 ... [--json]   # seconds
     rlmperf estimate --model qwen2.5-7b --hardware h100 --algo grpo --prompts 32 \
         --group-size 16 --prompt-len 512 --response-len 4096 --gpus 64 [--json]
 
@@ -84,14 +85,80 @@ def _train(args) -> int:
     return 0
 
 
+_TOY_FLAGS = ("num_layers", "hidden_size", "num_heads", "vocab_size", "intermediate_size",
+              "mlp", "num_prompts", "processors", "attention")
+_STEP_FLAGS = ("hardware", "algo", "prompts", "gpus", "train_efficiency", "decode_efficiency")
+_SHARED = {"group_size": 16, "prompt_len": 512, "response_len": 4096, "kl_coef": 0.0}
+_REAL = {"hardware": "h100", "algo": "grpo", "prompts": 32, "gpus": 64, "train_efficiency": 1.0,
+         "decode_efficiency": 1.0, **_SHARED}       # the defaults of a real model's step
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _step_inputs(args) -> dict:
+    """The keyword arguments of estimate_rl_step from the flags ``estimate`` and ``workdepth``
+    share (a preset name or a config.json path for ``--model``)."""
+    import os
+
+    from .cost import ModelConfig
+    model = (ModelConfig.from_hf_config(args.model) if os.path.sep in args.model
+             or args.model.endswith(".json") else args.model)
+    kwargs = {k: getattr(args, k) for k in ("prompts", "group_size", "prompt_len", "response_len",
+                                            "gpus", "kl_coef", "train_efficiency",
+                                            "decode_efficiency")}
+    return {"actor": model, "hardware": args.hardware, **kwargs}
+
+
+def _workdepth_real(args) -> int:
+    from .cost import rl_step_workdepth_s
+    for name in _TOY_FLAGS:
+        if getattr(args, name) is not None:
+            raise ValueError(f"{_flag(name)} describes the toy model; with --model the shape "
+                             "comes from the model (drop the flag)")
+    for name, real in _REAL.items():
+        if getattr(args, name) is None:
+            setattr(args, name, real)
+    kwargs = _step_inputs(args)
+    wd = rl_step_workdepth_s(args.algo, **kwargs)
+    if args.json:
+        inputs = {"model": args.model, "algo": args.algo, **kwargs}
+        inputs.pop("actor")
+        print(json.dumps({"inputs": inputs, **wd.as_dict()}, allow_nan=False))
+        return 0
+    print(f"{args.algo} step of {args.model} on {wd.processors} x {args.hardware}: "
+          f"{wd.sequences_per_gpu:g} sequences per GPU in decode (replicas of {wd.rollout_tp})")
+    print(f"{'phase':<16}{'W (GPU-s)':>12}{'W/p (s)':>10}{'D (s)':>10}{'lower (s)':>11}"
+          f"{'upper (s)':>11}")
+    for p in (*wd.phases, wd):
+        name = getattr(p, "name", "step")
+        print(f"{name:<16}{p.work_gpu_s:>12.4g}{p.work_gpu_s / wd.processors:>10.4g}"
+              f"{p.depth_s:>10.4g}{p.brent_lower_s:>11.4g}{p.brent_upper_s:>11.4g}")
+    print(f"estimate_rl_step: {wd.estimate_s:.4g} s "
+          f"({'within' if wd.brackets_estimate else 'outside'} the bounds)")
+    return 0
+
+
 def _workdepth(args) -> int:
-    kwargs = {f: getattr(args, f) for f in (
-        "num_layers", "hidden_size", "num_heads", "vocab_size", "intermediate_size", "mlp",
-        "num_prompts", "group_size", "prompt_len", "response_len", "kl_coef", "processors",
-        "attention")}
+    if args.model is not None:
+        return _workdepth_real(args)
+    for name in _STEP_FLAGS:
+        if getattr(args, name) is not None:
+            raise ValueError(f"{_flag(name)} needs --model (a real model's step in seconds); "
+                             "without it, workdepth counts the toy model in FLOPs and rounds")
+    toy = TinyLMConfig()
+    defaults = {"num_layers": toy.num_layers, "hidden_size": toy.hidden_size,
+                "num_heads": toy.num_heads, "vocab_size": toy.vocab_size,
+                "intermediate_size": toy.intermediate_size, "mlp": toy.activation,
+                "num_prompts": GRPOConfig().num_prompts, "processors": 1, "attention": "causal",
+                "prompt_len": AdditionTask.prompt_len, "response_len": GRPOConfig().max_new_tokens,
+                "kl_coef": GRPOConfig().kl_coef, "group_size": GRPOConfig().group_size}
+    kwargs = {f: defaults[f] if getattr(args, f) is None else getattr(args, f)
+              for f in (*_TOY_FLAGS, "group_size", "prompt_len", "response_len", "kl_coef")}
     result = grpo_step_workdepth(**kwargs)
     if args.json:
-        print(json.dumps({"inputs": kwargs, **result.as_dict()}))
+        print(json.dumps({"inputs": kwargs, **result.as_dict()}, allow_nan=False))
         return 0
     print(f"{'phase':<16}{'work (FLOPs)':>16}{'depth (rounds)':>16}{'W/p + D':>16}")
     for p in result.phases:
@@ -102,18 +169,13 @@ def _workdepth(args) -> int:
 
 
 def _estimate(args) -> int:
-    import os
-
-    from .cost import ModelConfig, estimate_rl_step
-    model = (ModelConfig.from_hf_config(args.model) if os.path.sep in args.model
-             or args.model.endswith(".json") else args.model)
-    kwargs = {k: getattr(args, k) for k in ("prompts", "group_size", "prompt_len", "response_len",
-                                            "gpus", "kl_coef", "train_efficiency",
-                                            "decode_efficiency")}
-    est = estimate_rl_step(args.algo, actor=model, hardware=args.hardware, **kwargs)
+    from .cost import estimate_rl_step
+    kwargs = _step_inputs(args)
+    est = estimate_rl_step(args.algo, **kwargs)
     if args.json:
-        print(json.dumps({"inputs": {"model": args.model, "hardware": args.hardware,
-                                     "algo": args.algo, **kwargs}, **est.as_dict()}))
+        inputs = {"model": args.model, "algo": args.algo, **kwargs}
+        inputs.pop("actor")
+        print(json.dumps({"inputs": inputs, **est.as_dict()}))
         return 0
     print(f"{args.algo} step of {args.model} on {args.gpus} x {est.hardware} "
           f"(rollout replicas of {est.rollout_tp} GPU)")
@@ -172,46 +234,57 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--json", action="store_true", help="one JSON object per line")
     tr.set_defaults(func=_train)
 
-    toy = TinyLMConfig()
-    wd = sub.add_parser("workdepth", help="work and depth of one GRPO step (defaults: toy model)",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    wd.add_argument("--num-layers", type=int, default=toy.num_layers, help="L")
-    wd.add_argument("--hidden-size", type=int, default=toy.hidden_size, help="D")
-    wd.add_argument("--num-heads", type=int, default=toy.num_heads, help="H")
-    wd.add_argument("--vocab-size", type=int, default=toy.vocab_size, help="V")
-    wd.add_argument("--intermediate-size", type=int, default=toy.intermediate_size, help="F")
-    wd.add_argument("--mlp", choices=["relu", "gelu", "swiglu"], default=toy.activation)
-    wd.add_argument("--num-prompts", type=int, default=g.num_prompts, help="B")
-    wd.add_argument("--group-size", type=int, default=g.group_size, help="G")
-    wd.add_argument("--prompt-len", type=int, default=AdditionTask.prompt_len, help="P")
-    wd.add_argument("--response-len", type=int, default=g.max_new_tokens, help="R")
-    wd.add_argument("--kl-coef", type=float, default=g.kl_coef)
-    wd.add_argument("--processors", type=int, default=1, help="p in Brent's bound")
-    wd.add_argument("--attention", choices=["causal", "dense"], default="causal")
+    wd = sub.add_parser(
+        "workdepth", help="work, depth and Brent's bounds of one RL step: of a real model in "
+        "seconds with --model (the flags of estimate), else of the toy model in FLOPs and rounds")
+    for flag, what in (("--num-layers", "L"), ("--hidden-size", "D"), ("--num-heads", "H"),
+                       ("--vocab-size", "V"), ("--intermediate-size", "F"),
+                       ("--num-prompts", "B"), ("--processors", "p in Brent's bound")):
+        wd.add_argument(flag, type=int, default=None, help=f"toy model: {what}")
+    wd.add_argument("--mlp", choices=["relu", "gelu", "swiglu"], default=None, help="toy model")
+    wd.add_argument("--attention", choices=["causal", "dense"], default=None, help="toy model")
+    _step_flags(wd, defaults=False)
     wd.add_argument("--json", action="store_true")
     wd.set_defaults(func=_workdepth)
 
     es = sub.add_parser("estimate",
                         help="FLOPs, bytes, time and memory of one RL step on real GPUs",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    es.add_argument("--model", default="qwen2.5-7b",
-                    help="a preset name (rlmperf_lite.cost.model_presets()) or a config.json path")
-    es.add_argument("--hardware", default="h100", help="an accelerator preset")
-    es.add_argument("--algo", choices=["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "ppo"],
-                    default="grpo")
-    es.add_argument("--prompts", type=int, default=32, help="B")
-    es.add_argument("--group-size", type=int, default=16, help="G")
-    es.add_argument("--prompt-len", type=int, default=512, help="P")
-    es.add_argument("--response-len", type=int, default=4096, help="R")
-    es.add_argument("--gpus", type=int, default=64)
-    es.add_argument("--kl-coef", type=float, default=0.0)
-    es.add_argument("--train-efficiency", type=float, default=1.0,
-                    help="MFU of the trainer (1 = the roofline)")
-    es.add_argument("--decode-efficiency", type=float, default=1.0,
-                    help="share of HBM bandwidth a decode step reaches (1 = the roofline)")
+    _step_flags(es, defaults=True)
     es.add_argument("--json", action="store_true")
     es.set_defaults(func=_estimate)
     return parser
+
+
+def _step_flags(parser, *, defaults: bool) -> None:
+    """The flags of one RL step of a real model (``estimate``; ``workdepth`` with ``--model``,
+    where shared flags default to None and are filled per mode)."""
+    def d(value):
+        return value if defaults else None
+
+    def note(value):
+        return "" if defaults else f" (default {value})"
+
+    parser.add_argument("--model", default=d("qwen2.5-7b"),
+                        help="a preset name (rlmperf_lite.cost.model_presets()) or a config.json "
+                             "path")
+    parser.add_argument("--hardware", default=d("h100"),
+                        help="an accelerator preset" + note("h100"))
+    parser.add_argument("--algo", choices=["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp",
+                                           "ppo"], default=d("grpo"), help="" + note("grpo"))
+    parser.add_argument("--prompts", type=int, default=d(32), help="B" + note(32))
+    for flag, real in _SHARED.items():
+        kind = float if flag == "kl_coef" else int
+        parser.add_argument(_flag(flag), type=kind, default=d(real),
+                            help={"group_size": "G", "prompt_len": "P", "response_len": "R",
+                                  "kl_coef": "KL penalty weight"}[flag]
+                            + ("" if defaults else f" (default {real}; the toy's without --model)"))
+    parser.add_argument("--gpus", type=int, default=d(64), help="GPUs" + note(64))
+    parser.add_argument("--train-efficiency", type=float, default=d(1.0),
+                        help="MFU of the trainer (1 = the roofline)" + note(1.0))
+    parser.add_argument("--decode-efficiency", type=float, default=d(1.0),
+                        help="share of HBM bandwidth a decode step reaches (1 = the roofline)"
+                             + note(1.0))
 
 
 def main(argv=None) -> int:

@@ -13,6 +13,8 @@ from .memory import (BYTES_PER_PARAM_ADAM, activation_bytes_per_layer, kv_cache_
 from .model import ModelConfig
 from .roofline import decode_step_bytes, decode_step_flops, mfu, roofline_time
 from .workdepth import expected_max_length, forward_depth, rl_step_workdepth
+from .workdepth_s import (H100_CLOCK_HZ, PhaseWorkDepth, StepWorkDepth, back_of_envelope,
+                          pram_processors, rl_step_workdepth_s)
 from .presets import model_preset, model_presets, preset_record, resolve_model
 from .collective import (COLLECTIVES, algorithm_bandwidth, bus_bandwidth,
                          collective_bytes_per_rank, collective_time_s)
@@ -32,7 +34,8 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "activation_bytes_per_layer", "kv_cache_bytes_per_token", "roofline_time",
            "decode_step_bytes", "decode_step_flops", "mfu", "ALGOS", "PhaseEstimate",
            "RLStepEstimate", "estimate_rl_step", "expected_max_length", "forward_depth",
-           "rl_step_workdepth",
+           "rl_step_workdepth", "PhaseWorkDepth", "StepWorkDepth", "rl_step_workdepth_s",
+           "back_of_envelope", "pram_processors", "H100_CLOCK_HZ",
            # Part III: parallelism (Chapters 7-9)
            "COLLECTIVES", "collective_time_s", "collective_bytes_per_rank",
            "algorithm_bandwidth", "bus_bandwidth", "pipeline_bubble_fraction", "RECOMPUTE",

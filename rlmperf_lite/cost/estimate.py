@@ -37,7 +37,7 @@ from .rollout import rollout_phases, rollout_tp, weight_sync_s
 from .presets import resolve_model
 from .roofline import roofline_time
 
-__all__ = ["ALGOS", "PhaseEstimate", "RLStepEstimate", "estimate_rl_step"]
+__all__ = ["ALGOS", "PhaseEstimate", "RLStepEstimate", "estimate_rl_step", "sample_lengths"]
 
 ALGOS = ("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "ppo")
 _GENERATION = ("rollout_prefill", "rollout_decode")
@@ -103,7 +103,7 @@ class RLStepEstimate:
 _MAX_RESPONSE = 10**6
 
 
-def _lengths(response_len, n_seq: int) -> np.ndarray:
+def sample_lengths(response_len, n_seq: int) -> np.ndarray:
     """One response length per sample: an int for all, or n_seq evenly spaced quantiles of an
     empirical distribution (any 1-D array of lengths), longest last."""
     r = check_real_array("response_len", response_len, low=1, high=_MAX_RESPONSE).reshape(-1)
@@ -165,7 +165,7 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
     n_seq = prompts * group_size
     if n_seq > 10**7:
         raise ValueError(f"prompts * group_size = {n_seq} samples per step exceeds 1e7")
-    R = _lengths(response_len, n_seq)
+    R = sample_lengths(response_len, n_seq)
     T = prompt_len + R
     if T.max() > actor.max_position_embeddings:
         raise ValueError(f"prompt_len + response_len = {int(T.max())} exceeds the actor's "

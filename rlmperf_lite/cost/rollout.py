@@ -29,7 +29,7 @@ from .model import ModelConfig
 from .phase import PhaseEstimate
 from .roofline import params_read_per_step
 
-__all__ = ["rollout_tp", "rollout_phases", "weight_sync_s"]
+__all__ = ["rollout_tp", "rollout_phases", "decode_step_s", "prefill_s", "weight_sync_s"]
 
 
 def rollout_tp(model: ModelConfig, hw: HardwareSpec, gpus: int, kv_share: float = 0.3) -> int:
@@ -57,11 +57,13 @@ def rollout_phases(actor: ModelConfig, hw: HardwareSpec, *, prefill_prompts: int
     kv_div = _kv_split(actor, tp)
     peak, bw = hw.peak(dtype) * tp, hw.hbm_bandwidth_bytes_per_s * tp
     engine = {"model states": resident, "weights": w_bytes / tp}
+    rates = dict(tp=tp, train_efficiency=train_efficiency, decode_efficiency=decode_efficiency,
+                 dtype=dtype)
     # prefill: the busiest replica prefills ceil(prompts / replicas) prompts
     per_rep = math.ceil(prefill_prompts / replicas)
     pf_rep = prefill_flops(actor, [prompt_len] * per_rep)
     pf_bytes = w_bytes + per_rep * prompt_len * kv_tok
-    pf_t = max(pf_rep / (peak * train_efficiency), pf_bytes / (bw * decode_efficiency))
+    pf_t = prefill_s(actor, hw, prompts=per_rep, prompt_len=prompt_len, **rates)
     prefill = PhaseEstimate(
         "rollout_prefill", "actor", prefill_flops(actor, [prompt_len] * prefill_prompts),
         min(replicas, prefill_prompts) * pf_bytes, pf_t,
@@ -78,8 +80,7 @@ def rollout_phases(actor: ModelConfig, hw: HardwareSpec, *, prefill_prompts: int
     ctx = active * (prompt_len + j)                           # keys read, summed over the batch
     step_flops = active * 2.0 * matmul_weights_per_token(actor) + _attn_per_pair(actor) * ctx
     step_bytes = 2.0 * params_read_per_step(actor, active) + kv_tok * ctx
-    step_t = np.maximum(step_flops / (peak * train_efficiency),
-                        step_bytes / (bw * decode_efficiency))
+    step_t = decode_step_s(actor, hw, batch=active, context=prompt_len + j, **rates)
     mem_bound = (step_bytes / bw).sum() >= (step_flops / peak).sum()
     kv_peak = kv_tok * float((prompt_len + busiest).sum()) / kv_div
     decode = PhaseEstimate("rollout_decode", "actor", decode_flops(actor, prompt_len, lengths),
@@ -87,6 +88,34 @@ def rollout_phases(actor: ModelConfig, hw: HardwareSpec, *, prefill_prompts: int
                            "memory" if steps == 0 or mem_bound else "compute",
                            {**engine, "KV cache": kv_peak})
     return prefill, decode
+
+
+def decode_step_s(actor: ModelConfig, hw: HardwareSpec, *, batch, context, tp: int = 1,
+                  train_efficiency: float = 1.0, decode_efficiency: float = 1.0,
+                  dtype: str = "bf16"):
+    """Seconds of one decode step of ``batch`` sequences whose caches hold ``context`` tokens
+    each, on a replica of ``tp`` GPUs (ints or arrays, broadcast):
+    max(b (2 N_mm + a c) / (tp peak e_t), (2 N_read(b) + b c kv) / (tp bw e_d)), with N_mm the
+    matrix weights, a the attention FLOPs per key (:func:`~rlmperf_lite.cost.flops.decode_flops`),
+    N_read(b) the weights a batch of b touches
+    (:func:`~rlmperf_lite.cost.roofline.params_read_per_step`), kv the bytes per cached token."""
+    b, c = np.asarray(batch, dtype=np.float64), np.asarray(context, dtype=np.float64)
+    flops = b * (2.0 * matmul_weights_per_token(actor) + _attn_per_pair(actor) * c)
+    moved = 2.0 * params_read_per_step(actor, b) + b * c * kv_cache_bytes_per_token(actor)
+    return np.maximum(flops / (tp * hw.peak(dtype) * train_efficiency),
+                      moved / (tp * hw.hbm_bandwidth_bytes_per_s * decode_efficiency))
+
+
+def prefill_s(actor: ModelConfig, hw: HardwareSpec, *, prompts: int, prompt_len: int,
+              tp: int = 1, train_efficiency: float = 1.0, decode_efficiency: float = 1.0,
+              dtype: str = "bf16") -> float:
+    """Seconds to prefill ``prompts`` prompts of ``prompt_len`` tokens as one batch on a replica
+    of ``tp`` GPUs: max(F / (tp peak e_t), (2 N + prompts P kv) / (tp bw e_d)), the weights read
+    once for the batch and each prompt's KV cache written."""
+    flops = prefill_flops(actor, [prompt_len] * prompts)
+    moved = 2.0 * actor.num_params() + prompts * prompt_len * kv_cache_bytes_per_token(actor)
+    return max(flops / (tp * hw.peak(dtype) * train_efficiency),
+               moved / (tp * hw.hbm_bandwidth_bytes_per_s * decode_efficiency))
 
 
 def weight_sync_s(weight_bytes: float, hw: HardwareSpec, gpus: int) -> float:

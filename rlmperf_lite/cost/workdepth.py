@@ -18,7 +18,7 @@ import numpy as np
 
 from ..checks import check_int, check_real_array
 from ..workdepth import _ACT_DEPTH, _ADAMW_DEPTH, PhaseCost, WorkDepth, _d_mm, _lg
-from .estimate import _lengths, estimate_rl_step
+from .estimate import estimate_rl_step, sample_lengths
 from .presets import resolve_model
 from .model import ModelConfig
 
@@ -94,7 +94,7 @@ def rl_step_workdepth(algo: str = "grpo", *, processors: int = 1, **estimate_kwa
         models[key] = models["actor"] if v is None else resolve_model(v, key)
     P = estimate_kwargs["prompt_len"]
     n_seq = estimate_kwargs["prompts"] * estimate_kwargs["group_size"]
-    R = int(_lengths(estimate_kwargs["response_len"], n_seq).max())   # as the estimate's samples
+    R = int(sample_lengths(estimate_kwargs["response_len"], n_seq).max())   # as the estimate's samples
     T = P + R
     n_tokens = estimate_kwargs["prompts"] * estimate_kwargs["group_size"] * T
     phases = []
