@@ -33,7 +33,7 @@ from .rollout import decode_step_s, prefill_s
 __all__ = ["PhaseWorkDepth", "StepWorkDepth", "rl_step_workdepth_s", "back_of_envelope",
            "pram_processors", "H100_CLOCK_HZ"]
 
-# 989.5 TFLOP/s dense bf16 = 132 SMs x 4,096 FLOPs per clock x 1.83 GHz (NVIDIA H100 whitepaper)
+#: H100 SXM clock (Hz): 989.5 TFLOP/s dense bf16 = 132 SMs x 4,096 FLOPs per clock x 1.83 GHz
 H100_CLOCK_HZ = 1.83e9
 
 

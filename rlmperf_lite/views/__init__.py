@@ -19,6 +19,9 @@ from .static_calculators import (estimate_calculator_chart, estimate_grid, stati
 from .tp_views import (activation_chart, bytes_by_axis_chart, ring_work_chart, shard_shapes_html,
                        tp_grid, tp_grid_chart, tp_plan_results, tp_scaling_chart, tp_widget)
 from .widgets import variant_cost_html, variant_cost_widget, workdepth_widget
+from .workdepth_calc import WorkDepthCalculator, workdepth_bounds_chart, workdepth_table_html
+from .step_calculators import (STATIC_OPTIONS, STEP_OPTIONS, step_workdepth_calculator,
+                               step_workdepth_static, step_workdepth_widget)
 
 __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdepth_chart",
            "workdepth_widget", "sweep_curves_chart", "sweep_spread_chart", "lines_chart",
@@ -36,4 +39,7 @@ __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdep
            "activation_chart", "bytes_by_axis_chart", "ring_work_chart", "shard_shapes_html",
            "tp_grid", "tp_grid_chart", "tp_plan_results", "tp_scaling_chart", "tp_widget",
            "compare_table_html", "placement_grid", "placement_grid_chart", "placement_system",
-           "placement_widget", "split_chart", "timeline_chart", "utilisation_chart"]
+           "placement_widget", "split_chart", "timeline_chart", "utilisation_chart",
+           "WorkDepthCalculator", "workdepth_bounds_chart", "workdepth_table_html",
+           "STEP_OPTIONS", "STATIC_OPTIONS", "step_workdepth_calculator",
+           "step_workdepth_static", "step_workdepth_widget"]
