@@ -223,7 +223,7 @@ def back_of_envelope(algo: str = "grpo", **estimate_kwargs) -> dict:
     flops = 2.0 * N * float(R.sum()) + passes * 2.0 * N * tokens + update * p * peak
     return {"decode_step_s": decode_step, "decode_s": float((R.max() - 1) * decode_step),
             "forward_pass_s": fwd, "forward_passes": int(passes), "update_s": update,
-            "step_s": float(step), "step_mfu": flops / (step * p * peak)}
+            "step_s": float(step), "step_mfu": float(flops / (step * p * peak))}
 
 
 def pram_processors(hardware: HardwareSpec, gpus: int, *, clock_hz: float = H100_CLOCK_HZ,

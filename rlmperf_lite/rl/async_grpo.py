@@ -216,6 +216,7 @@ def step_metrics(step: int, rewards, completion_mask, logs: list, staleness: int
     return {"step": step, "reward_mean": float(rewards.mean()),
             "reward_std": float(rewards.std()),
             "response_length": float(mask.sum(axis=1).mean()),
+            "response_length_max": int(mask.sum(axis=1).max()),
             **{k: float(np.mean([log[k] for log in logs])) for k in logs[0]},
             "staleness": staleness,
             "importance_weight_mean": float((w * mask).sum() / max(mask.sum(), 1.0)),

@@ -146,6 +146,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
         row = {"step": step, "reward_mean": float(rewards.mean()),
                "reward_std": float(rewards.std()),
                "response_length": float(mask.sum(axis=1).mean()),
+               "response_length_max": int(mask.sum(axis=1).max()),      # verl's /max
                "loss": loss,
                "entropy": float((entropy * mask).sum() / mask.sum()),
                "grad_norm": grad_norm, **metrics, **times, "step_s": sum(times.values()),

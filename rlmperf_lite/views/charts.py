@@ -112,14 +112,18 @@ def sweep_spread_chart(runs: list, *,
 
 
 def lines_chart(rows: list, *, x: str, y: str, color: str, x_title: str, y_title: str,
-                title: str, points: list | None = None, dashed: tuple = ()):
+                title: str, points: list | None = None, dashed: tuple = (),
+                log_x: bool = False):
     """A plain line chart of ``rows`` (dicts), one line per value of ``color``; ``points``
     (dicts with the same x and y keys) are overlaid as black dots, e.g. measurements. Lines
     whose ``color`` value is in ``dashed`` are drawn thick and dashed, so that a line lying on
-    top of another stays visible."""
+    top of another stays visible; ``log_x`` puts x on a log scale."""
     is_dashed = alt.FieldOneOfPredicate(field=color, oneOf=list(dashed))
+    x_enc = alt.X(f"{x}:Q", title=x_title)
+    if log_x:
+        x_enc = x_enc.scale(type="log")
     lines = alt.Chart(alt.Data(values=rows)).mark_line().encode(
-        x=alt.X(f"{x}:Q", title=x_title), y=alt.Y(f"{y}:Q", title=y_title),
+        x=x_enc, y=alt.Y(f"{y}:Q", title=y_title),
         color=alt.Color(f"{color}:N", title=color, sort=None),
         strokeDash=alt.condition(is_dashed, alt.value([6, 4]), alt.value([1, 0])),
         strokeWidth=alt.condition(is_dashed, alt.value(4), alt.value(1.5)),
