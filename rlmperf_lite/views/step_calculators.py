@@ -19,16 +19,17 @@ STEP_OPTIONS = {
     "prompt_len": (256, 512, 1024, 2048),
     "response_len": (512, 1024, 2048, 4096, 8192, 16384),
     "kl_coef": (0.0, 0.001, 0.01),
+    "ppo_epochs": (1, 2, 4),
 }
 # the no-kernel twin's grid: fewer options, so that every combination can be embedded
 STATIC_OPTIONS = {**STEP_OPTIONS, "gpus": (16, 64, 256), "prompts": (8, 32, 128, 512),
                   "response_len": (1024, 4096, 16384), "group_size": (4, 16),
-                  "prompt_len": (512, 2048), "kl_coef": (0.0, 0.001)}
+                  "prompt_len": (512, 2048), "kl_coef": (0.0, 0.001), "algo": ("grpo", "ppo")}
 _LABELS = {"actor": "model", "algo": "algorithm", "gpus": "GPUs p", "prompts": "B prompts",
            "group_size": "G group", "prompt_len": "P prompt", "response_len": "R response",
-           "kl_coef": "KL coef"}
+           "kl_coef": "KL coef", "ppo_epochs": "epochs"}
 _START = {"actor": "qwen2.5-7b", "algo": "grpo", "gpus": 64, "prompts": 32, "group_size": 16,
-          "prompt_len": 512, "response_len": 4096, "kl_coef": 0.001}
+          "prompt_len": 512, "response_len": 4096, "kl_coef": 0.001, "ppo_epochs": 1}
 
 
 def _compute(hardware: str, fixed: dict):
