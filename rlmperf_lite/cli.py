@@ -44,7 +44,7 @@ def _train(args) -> int:
 
     def emit(row):
         if args.json:
-            print(json.dumps(row), flush=True)
+            print(json.dumps(row, allow_nan=False), flush=True)
 
     if args.runtime == "ray":
         if args.algo == "ppo" or args.eval_every or args.stop_at_accuracy is not None:
@@ -78,7 +78,7 @@ def _train(args) -> int:
         "wall_s": time.perf_counter() - t0,
     }
     if args.json:
-        print(json.dumps(summary), flush=True)
+        print(json.dumps(summary, allow_nan=False), flush=True)
     else:
         print(f"held-out greedy accuracy: base {summary['base_eval_accuracy']:.3f} -> "
               f"after GRPO {summary['eval_accuracy']:.3f}  ({summary['wall_s']:.1f} s)")
@@ -175,7 +175,7 @@ def _estimate(args) -> int:
     if args.json:
         inputs = {"model": args.model, "algo": args.algo, **kwargs}
         inputs.pop("actor")
-        print(json.dumps({"inputs": inputs, **est.as_dict()}))
+        print(json.dumps({"inputs": inputs, **est.as_dict()}, allow_nan=False))
         return 0
     print(f"{args.algo} step of {args.model} on {args.gpus} x {est.hardware} "
           f"(rollout replicas of {est.rollout_tp} GPU)")
@@ -291,13 +291,32 @@ def main(argv=None) -> int:
     """Run the command line; returns the exit code (2 with one line on stderr for bad input)."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
     except ValueError as err:                      # bad input: one clear line, exit code 2
         print(f"rlmperf: error: {err}", file=sys.stderr)
         return 2
     except BrokenPipeError:                        # e.g. `rlmperf train --json | head`
         sys.stderr.close()
         return 0
+    except OSError as err:                         # e.g. `> /dev/full`: say so, in one line
+        if err.filename is not None:
+            raise
+        _drop_stdout()
+        print(f"rlmperf: error: cannot write the output ({err.strerror or err})",
+              file=sys.stderr)
+        return 1
+
+
+def _drop_stdout() -> None:
+    """Point stdout at the null device, so that the exit's flush of the unwritten buffer does
+    not raise again after the one-line error."""
+    import os
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):                   # no real file descriptor (e.g. captured)
+        pass
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from rlmperf_lite.nn import TinyLMConfig
 from rlmperf_lite.workdepth import grpo_step_workdepth
 
@@ -82,3 +84,28 @@ def test_train_on_ray_async_matches_the_in_process_async_loop():
                        (("--cpus-per-actor", "1"), "--cpus-per-actor")):
         out = rlmperf("train", "--steps", "1", *args)
         assert out.returncode == 2 and name in out.stderr and "Traceback" not in out.stderr
+
+
+def test_every_json_output_is_strict_and_a_full_device_is_one_line():
+    """`--json` never prints NaN or Infinity (strict parsers reject them); an efficiency that
+    would give an infinite time is refused; writing to a full device is one line, exit 1."""
+    for args in (("workdepth", "--json"), ("estimate", "--json"),
+                 ("workdepth", "--model", "qwen2.5-7b", "--json")):
+        out = rlmperf(*args)
+        assert out.returncode == 0, out.stderr
+        json.loads(out.stdout, parse_constant=lambda c: pytest.fail(f"{args}: {c}"))
+    out = rlmperf("estimate", "--decode-efficiency", "1e-320", "--json")
+    assert out.returncode == 2 and "decode_efficiency" in out.stderr and not out.stdout
+    assert "Traceback" not in out.stderr and "Warning" not in out.stderr
+    with open("/dev/full", "w") as full:
+        out = subprocess.run([sys.executable, "-m", "rlmperf_lite", "workdepth", "--json"],
+                             stdout=full, stderr=subprocess.PIPE, text=True)
+    assert out.returncode == 1 and out.stderr.strip() == (
+        "rlmperf: error: cannot write the output (No space left on device)")
+
+
+def test_train_refuses_more_samples_than_it_can_hold():
+    for flag, value in (("--num-prompts", "1000000000"), ("--group-size", "100000000")):
+        out = rlmperf("train", flag, value, "--steps", "1")
+        assert out.returncode == 2 and "samples per step" in out.stderr
+        assert "Traceback" not in out.stderr

@@ -235,6 +235,11 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
     phases.append(PhaseEstimate("weight_sync", "actor", 0.0, w_bytes * gpus,
                                 weight_sync_s(w_bytes, hw, gpus), "link",
                                 {"model states": resident, "weights": w_bytes / tp}))
+    slow = [p.name for p in phases if not np.isfinite(p.time_s)]
+    if slow:                                 # e.g. an efficiency of 1e-320: an infinite time
+        raise ValueError(f"train_efficiency={train_efficiency!r} and decode_efficiency="
+                         f"{decode_efficiency!r} give {slow[0]} an infinite time: use "
+                         "efficiencies that are realistic fractions of the peak (e.g. 0.3-1)")
     worst = max(phases, key=lambda p: p.per_gpu_memory_bytes)
     fits = worst.per_gpu_memory_bytes <= hw.hbm_bytes
     parts = " + ".join(f"{k} {v / 1e9:.1f} GB" for k, v in worst.memory_parts.items() if v)

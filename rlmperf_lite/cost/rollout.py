@@ -102,8 +102,9 @@ def decode_step_s(actor: ModelConfig, hw: HardwareSpec, *, batch, context, tp: i
     b, c = np.asarray(batch, dtype=np.float64), np.asarray(context, dtype=np.float64)
     flops = b * (2.0 * matmul_weights_per_token(actor) + _attn_per_pair(actor) * c)
     moved = 2.0 * params_read_per_step(actor, b) + b * c * kv_cache_bytes_per_token(actor)
-    return np.maximum(flops / (tp * hw.peak(dtype) * train_efficiency),
-                      moved / (tp * hw.hbm_bandwidth_bytes_per_s * decode_efficiency))
+    with np.errstate(over="ignore"):        # a tiny efficiency: inf, refused by the estimate
+        return np.maximum(flops / (tp * hw.peak(dtype) * train_efficiency),
+                          moved / (tp * hw.hbm_bandwidth_bytes_per_s * decode_efficiency))
 
 
 def prefill_s(actor: ModelConfig, hw: HardwareSpec, *, prompts: int, prompt_len: int,

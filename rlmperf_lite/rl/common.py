@@ -18,6 +18,9 @@ __all__ = ["RLConfig", "RLResult", "lr_factor", "check_fits_task", "check_run_ar
            "blas_limits", "step_range", "flops_since", "end_step"]
 
 
+MAX_SAMPLES = 65_536          # samples per step the toy's loops accept (B G rows in memory)
+
+
 @dataclass(frozen=True)
 class RLConfig:
     """Fields every RL loop takes; :class:`~rlmperf_lite.rl.GRPOConfig` and
@@ -69,6 +72,9 @@ class RLConfig:
                           ("warmstart_max_steps", 0), ("lr_warmup_steps", 0)):
             check_int(f"{cls}.{name}", getattr(self, name), low)
         check_int(f"{cls}.blas_threads", self.blas_threads, 1, optional=True)
+        if self.num_prompts > MAX_SAMPLES:           # a step's arrays are held in memory
+            raise ValueError(f"{cls}.num_prompts={self.num_prompts:,} exceeds {MAX_SAMPLES:,} "
+                             "samples per step: lower it")
         for name in ("lr", "temperature", "max_grad_norm"):
             check_number(f"{cls}.{name}", getattr(self, name), low=0, low_open=True)
         check_number(f"{cls}.clip_eps", self.clip_eps, low=0, high=1, low_open=True,

@@ -19,8 +19,8 @@ from ..nn import (COUNTER, AdamW, clip_grad_norm, copy_params, generate, logps_b
                   logps_forward, token_entropy, token_logps)
 from ..tasks import AdditionTask
 from .advantages import grpo_advantages, reinforce_pp_advantages, rloo_advantages
-from .common import (RLConfig, RLResult, blas_limits, check_fits_task, check_run_args,
-                     end_step, flops_since, lr_factor, step_range)
+from .common import (MAX_SAMPLES, RLConfig, RLResult, blas_limits, check_fits_task,
+                     check_run_args, end_step, flops_since, lr_factor, step_range)
 from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, overlong_penalty,
                      policy_loss, policy_loss_grad)
 from .warmstart import warm_start
@@ -78,6 +78,10 @@ class GRPOConfig(RLConfig):
         check_int("GRPOConfig.group_size", self.group_size,
                   1 if self.advantage_estimator == "reinforce_pp" else 2)
         check_choice("GRPOConfig.adv_scale", self.adv_scale, ("group", "batch", "none"))
+        if self.num_prompts * self.group_size > MAX_SAMPLES:   # the toy holds them in memory
+            raise ValueError(f"GRPOConfig.num_prompts x group_size = "
+                             f"{self.num_prompts * self.group_size:,} samples per step exceeds "
+                             f"{MAX_SAMPLES:,}: lower num_prompts or group_size")
         if self.clip_eps_high is not None:
             check_number("GRPOConfig.clip_eps_high", self.clip_eps_high, low=0, high=10,
                          low_open=True, high_open=True)
