@@ -19,6 +19,8 @@ from .presets import model_preset, model_presets, preset_record, resolve_model
 from .collective import (COLLECTIVES, algorithm_bandwidth, bus_bandwidth,
                          collective_bytes_per_rank, collective_time_s)
 from .pipeline import pipeline_bubble_fraction
+from .pp_workdepth import (MoEWorkDepth, PipelineWorkDepth, moe_layer_workdepth_s,
+                           pipeline_depth_slots, pipeline_workdepth_s, skewed_routing)
 from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload
 from .parallel_memory import (InferenceMemory, TrainMemory, inference_memory_per_gpu,
                               memory_per_gpu, model_state_breakdown, model_state_bytes_per_gpu)
@@ -38,7 +40,9 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "back_of_envelope", "pram_processors", "H100_CLOCK_HZ",
            # Part III: parallelism (Chapters 7-9)
            "COLLECTIVES", "collective_time_s", "collective_bytes_per_rank",
-           "algorithm_bandwidth", "bus_bandwidth", "pipeline_bubble_fraction", "RECOMPUTE",
+           "algorithm_bandwidth", "bus_bandwidth", "pipeline_bubble_fraction",
+           "pipeline_workdepth_s", "PipelineWorkDepth", "pipeline_depth_slots",
+           "moe_layer_workdepth_s", "MoEWorkDepth", "skewed_routing", "RECOMPUTE",
            "ParallelPlan", "TrainWorkload", "model_state_breakdown", "model_state_bytes_per_gpu",
            "TrainMemory", "memory_per_gpu", "InferenceMemory", "inference_memory_per_gpu",
            "TrainStepTime", "train_step_time", "PlanSearch", "RankedPlan", "search_plans",
