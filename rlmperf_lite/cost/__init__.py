@@ -19,6 +19,9 @@ from .presets import model_preset, model_presets, preset_record, resolve_model
 from .collective import (COLLECTIVES, algorithm_bandwidth, bus_bandwidth,
                          collective_bytes_per_rank, collective_time_s)
 from .pipeline import pipeline_bubble_fraction
+from .tp_workdepth import (TPWorkDepth, cp_overlap_min_chunk_tokens, decode_tp_floor,
+                           tp_comm_compute_ratio, tp_comm_constant, tp_comm_threshold,
+                           tp_decode_workdepth, tp_train_workdepth)
 from .pp_workdepth import (MoEWorkDepth, PipelineWorkDepth, moe_layer_workdepth_s,
                            pipeline_depth_slots, pipeline_workdepth_s, skewed_routing)
 from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload
@@ -41,6 +44,9 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            # Part III: parallelism (Chapters 7-9)
            "COLLECTIVES", "collective_time_s", "collective_bytes_per_rank",
            "algorithm_bandwidth", "bus_bandwidth", "pipeline_bubble_fraction",
+           "TPWorkDepth", "tp_train_workdepth", "tp_decode_workdepth", "tp_comm_constant",
+           "tp_comm_compute_ratio", "tp_comm_threshold", "cp_overlap_min_chunk_tokens",
+           "decode_tp_floor",
            "pipeline_workdepth_s", "PipelineWorkDepth", "pipeline_depth_slots",
            "moe_layer_workdepth_s", "MoEWorkDepth", "skewed_routing", "RECOMPUTE",
            "ParallelPlan", "TrainWorkload", "model_state_breakdown", "model_state_bytes_per_gpu",
