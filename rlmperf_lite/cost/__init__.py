@@ -15,6 +15,10 @@ from .roofline import decode_step_bytes, decode_step_flops, mfu, roofline_time
 from .workdepth import expected_max_length, forward_depth, rl_step_workdepth
 from .workdepth_s import (H100_CLOCK_HZ, PhaseWorkDepth, StepWorkDepth, back_of_envelope,
                           pram_processors, rl_step_workdepth_s)
+from .variant_workdepth import RESAMPLED_PHASES, VariantWorkDepth, variant_step_workdepth_s
+from .profiles import (LOOP_PHASES, MeasuredPhase, MeasuredProfile, cpu_as_fp32_device,
+                       generation_share, measured_profile, profile_step_workdepth_s,
+                       toy_step_kwargs)
 from .presets import model_preset, model_presets, preset_record, resolve_model
 from .collective import (COLLECTIVES, algorithm_bandwidth, bus_bandwidth,
                          collective_bytes_per_rank, collective_time_s)
@@ -41,6 +45,10 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "RLStepEstimate", "estimate_rl_step", "expected_max_length", "forward_depth",
            "rl_step_workdepth", "PhaseWorkDepth", "StepWorkDepth", "rl_step_workdepth_s",
            "back_of_envelope", "pram_processors", "H100_CLOCK_HZ",
+           "variant_step_workdepth_s", "VariantWorkDepth", "RESAMPLED_PHASES",
+           "profile_step_workdepth_s", "generation_share", "cpu_as_fp32_device",
+           "toy_step_kwargs", "measured_profile", "MeasuredProfile", "MeasuredPhase",
+           "LOOP_PHASES",
            # Part III: parallelism (Chapters 7-9)
            "COLLECTIVES", "collective_time_s", "collective_bytes_per_rank",
            "algorithm_bandwidth", "bus_bandwidth", "pipeline_bubble_fraction",

@@ -22,6 +22,12 @@ from .widgets import variant_cost_html, variant_cost_widget, workdepth_widget
 from .workdepth_calc import WorkDepthCalculator, workdepth_bounds_chart, workdepth_table_html
 from .step_calculators import (STATIC_OPTIONS, STEP_OPTIONS, step_workdepth_calculator,
                                step_workdepth_static, step_workdepth_widget)
+from .ch03_workdepth import (VARIANT_OPTIONS, variant_workdepth_calculator,
+                             variant_workdepth_static, variant_workdepth_widget)
+from .ch04_workdepth import (PHASE_SETTINGS, phase_workdepth_calculator, phase_workdepth_static,
+                             phase_workdepth_widget)
+from .ch06_workdepth import (PROFILE_OPTIONS, profile_workdepth_calculator,
+                             profile_workdepth_static, profile_workdepth_widget)
 
 __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdepth_chart",
            "workdepth_widget", "sweep_curves_chart", "sweep_spread_chart", "lines_chart",
@@ -42,4 +48,8 @@ __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdep
            "placement_widget", "split_chart", "timeline_chart", "utilisation_chart",
            "WorkDepthCalculator", "workdepth_bounds_chart", "workdepth_table_html",
            "STEP_OPTIONS", "STATIC_OPTIONS", "step_workdepth_calculator",
-           "step_workdepth_static", "step_workdepth_widget"]
+           "step_workdepth_static", "step_workdepth_widget",
+           "VARIANT_OPTIONS", "variant_workdepth_calculator", "variant_workdepth_static",
+           "variant_workdepth_widget", "PHASE_SETTINGS", "phase_workdepth_calculator",
+           "phase_workdepth_static", "phase_workdepth_widget", "PROFILE_OPTIONS",
+           "profile_workdepth_calculator", "profile_workdepth_static", "profile_workdepth_widget"]
