@@ -23,6 +23,9 @@ from .presets import model_preset, model_presets, preset_record, resolve_model
 from .collective import (COLLECTIVES, algorithm_bandwidth, bus_bandwidth,
                          collective_bytes_per_rank, collective_time_s)
 from .pipeline import pipeline_bubble_fraction
+from .dp_workdepth import (ADAM_STEP_BYTES_PER_PARAM, DP_LINKS, DPCollective, DPUpdateWorkDepth,
+                           OverlapThreshold, OverlapWindow, dp_update_workdepth,
+                           overlap_threshold_search, overlap_threshold_tokens)
 from .tp_workdepth import (TPWorkDepth, cp_overlap_min_chunk_tokens, decode_tp_floor,
                            tp_comm_compute_ratio, tp_comm_constant, tp_comm_threshold,
                            tp_decode_workdepth, tp_train_workdepth)
@@ -52,6 +55,9 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            # Part III: parallelism (Chapters 7-9)
            "COLLECTIVES", "collective_time_s", "collective_bytes_per_rank",
            "algorithm_bandwidth", "bus_bandwidth", "pipeline_bubble_fraction",
+           "ADAM_STEP_BYTES_PER_PARAM", "DP_LINKS", "DPCollective", "DPUpdateWorkDepth",
+           "OverlapThreshold", "OverlapWindow", "dp_update_workdepth",
+           "overlap_threshold_search", "overlap_threshold_tokens",
            "TPWorkDepth", "tp_train_workdepth", "tp_decode_workdepth", "tp_comm_constant",
            "tp_comm_compute_ratio", "tp_comm_threshold", "cp_overlap_min_chunk_tokens",
            "decode_tp_floor",

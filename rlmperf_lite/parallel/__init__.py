@@ -17,6 +17,7 @@ from .tp_model import tp_logps_backward, tp_logps_forward
 from .grpo_step import full_params, init_parallel_state, parallel_grpo_step
 from .train import train_grpo_mesh
 from .pipeline_train import stage_of_weights, train_grpo_pipeline
+from .zero_train import train_grpo_zero
 from .schedules import (PipelineTimeline, gpipe_schedule, interleaved_schedule, make_schedule,
                         one_f_one_b_schedule, schedule_timeline)
 
@@ -35,4 +36,5 @@ __all__ = ["CommLog", "DeviceMesh", "ProcessGroup",
            "check_tp", "is_tp_sharded", "shard_params_tp", "unshard_grads_tp", "sequence_shards",
            "tp_block_forward", "tp_block_backward", "resident_activation_bytes",
            "tp_logps_forward", "tp_logps_backward", "parallel_grpo_step", "init_parallel_state",
-           "full_params", "train_grpo_mesh", "train_grpo_pipeline", "stage_of_weights"]
+           "full_params", "train_grpo_mesh", "train_grpo_pipeline", "stage_of_weights",
+           "train_grpo_zero"]

@@ -22,6 +22,8 @@ from .widgets import variant_cost_html, variant_cost_widget, workdepth_widget
 from .workdepth_calc import WorkDepthCalculator, workdepth_bounds_chart, workdepth_table_html
 from .step_calculators import (STATIC_OPTIONS, STEP_OPTIONS, step_workdepth_calculator,
                                step_workdepth_static, step_workdepth_widget)
+from .ch07_workdepth import (DP_WD_OPTIONS, DP_WD_SEQ_LEN, DP_WD_STATIC_OPTIONS,
+                             dp_workdepth_calculator, dp_workdepth_static, dp_workdepth_widget)
 from .ch03_workdepth import (VARIANT_OPTIONS, variant_workdepth_calculator,
                              variant_workdepth_static, variant_workdepth_widget)
 from .ch04_workdepth import (PHASE_SETTINGS, phase_workdepth_calculator, phase_workdepth_static,
@@ -49,6 +51,8 @@ __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdep
            "WorkDepthCalculator", "workdepth_bounds_chart", "workdepth_table_html",
            "STEP_OPTIONS", "STATIC_OPTIONS", "step_workdepth_calculator",
            "step_workdepth_static", "step_workdepth_widget",
+           "DP_WD_OPTIONS", "DP_WD_SEQ_LEN", "DP_WD_STATIC_OPTIONS", "dp_workdepth_calculator",
+           "dp_workdepth_static", "dp_workdepth_widget",
            "VARIANT_OPTIONS", "variant_workdepth_calculator", "variant_workdepth_static",
            "variant_workdepth_widget", "PHASE_SETTINGS", "phase_workdepth_calculator",
            "phase_workdepth_static", "phase_workdepth_widget", "PROFILE_OPTIONS",
