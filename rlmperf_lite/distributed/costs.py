@@ -214,10 +214,13 @@ class ControllerWorkDepth:
 
 def controller_workdepth(costs: ToyCosts, *, staleness: int = 0, num_rollout_workers: int = 1,
                          num_learners: int = 1, sync: str = "broadcast",
-                         prox_beside_scoring: bool = True) -> ControllerWorkDepth:
-    """:class:`ControllerWorkDepth` of a step with W rollout workers and L learners splitting
-    their phases evenly; the proximal log-probs count from ``staleness`` 1 (the reference
-    pass's cost when the costs lack them, as in :func:`toy_system`). ``sync``: one of
+                         prox_beside_scoring: bool = True,
+                         num_scorers: int = 1) -> ControllerWorkDepth:
+    """:class:`ControllerWorkDepth` of a step with W rollout workers, L learners and
+    ``num_scorers`` reference/reward workers splitting their phases evenly (colocated, the
+    scoring runs on the L actors: ``num_scorers=L``); the proximal log-probs count from
+    ``staleness`` 1 (the reference pass's cost when the costs lack them, as in
+    :func:`toy_system`). ``sync``: one of
     :data:`SYNC_MODELS` (the default is the simulator's, so
     :attr:`ControllerWorkDepth.per_version_s` equals :func:`predict_run`'s step);
     ``prox_beside_scoring`` False: a controller that asks for the proximal log-probs only once
@@ -225,13 +228,14 @@ def controller_workdepth(costs: ToyCosts, *, staleness: int = 0, num_rollout_wor
 
     Raises:
         ValueError: naming ``costs``, ``staleness``, ``num_rollout_workers``,
-            ``num_learners``, ``sync`` or ``prox_beside_scoring``.
+            ``num_learners``, ``num_scorers``, ``sync`` or ``prox_beside_scoring``.
     """
     if not isinstance(costs, ToyCosts):
         raise ValueError(f"costs must be a ToyCosts, got {type(costs).__name__}")
     check_int("staleness", staleness, 0)
     check_int("num_rollout_workers", num_rollout_workers, 1)
     check_int("num_learners", num_learners, 1)
+    check_int("num_scorers", num_scorers, 1)
     check_choice("sync", sync, SYNC_MODELS)
     if not isinstance(prox_beside_scoring, bool):
         raise ValueError(f"prox_beside_scoring must be True or False, got "
@@ -240,8 +244,8 @@ def controller_workdepth(costs: ToyCosts, *, staleness: int = 0, num_rollout_wor
     get = lambda p: s.get(p, 0.0)
     old = s.get("old_logp", get("ref_logp")) if staleness > 0 else 0.0
     score = get("ref_logp") + get("reward")
-    branches = (max(score, old / num_learners) if prox_beside_scoring
-                else score + old / num_learners)
+    branches = (max(score / num_scorers, old / num_learners) if prox_beside_scoring
+                else score / num_scorers + old / num_learners)
     pulled = get("weight_sync") if sync == "pull" else 0.0
     return ControllerWorkDepth(
         work_s=get("weight_sync") + get("generate") + score + old + get("actor_update"),

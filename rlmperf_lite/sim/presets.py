@@ -932,11 +932,12 @@ def step_breakdown(result, tail_steps: int | None = None) -> dict:
     generation, training and the sync are links of one chain, so the step is their sum; an
     asynchronous system moves time into ``overlap_s``.
 
-    Also the work: ``work_gpu_s``, the GPU-seconds of computation per step (rollout replicas
-    while they run a sequence, every phase after generation on its pool's GPUs), and
-    ``work_bound_s`` = ``work_gpu_s`` / GPUs, Brent's W/p: the step time if that work were
-    spread evenly over every GPU. ``step_time_s`` / ``work_bound_s`` >= 1 is the price of the
-    layout's critical path.
+    Also the busy time: ``work_gpu_s``, the GPU-seconds during which this schedule keeps GPUs
+    busy per step (a rollout replica while it runs at least one sequence, every phase after
+    generation on its pool's GPUs), and ``work_bound_s`` = ``work_gpu_s`` / GPUs. Both
+    measure the schedule (a replica decoding one straggler counts as busy), so they are not
+    the work W of the book's definition nor a lower bound on the step: that is
+    :func:`~rlmperf_lite.sim.framework_workdepth.system_workdepth`.
 
     The window: the steps after :attr:`~rlmperf_lite.sim.SimResult.warmup_steps`, less the
     last ``tail_steps``; ``step_time_s`` is the mean step time over the window. The breakdown

@@ -37,6 +37,7 @@ from ..checks import check_choice, check_int, check_number
 from ..cost import (expected_max_length, model_state_bytes_per_gpu, resolve_hardware,
                     resolve_model)
 from ..cost.rollout import rollout_tp
+from .framework_workdepth import generation_workdepth
 from .from_cost import system_from_cost
 from .phases import PoolClock, run_train_phases
 from .result import SimResult
@@ -145,7 +146,8 @@ def generation_bounds(system: RLSystem, workload: Workload, batches: int = 2) ->
 
     - work: response tokens / replicas x iteration_s(n) / n, the best per-token time of a
       replica, at n = min(slots, ceil(B / replicas) G), the most sequences it can run at once
-      (iteration_s(n) / n falls with n);
+      (iteration_s(n) / n falls with n): W_gen / p_gen of
+      :func:`~rlmperf_lite.sim.framework_workdepth.generation_workdepth`;
     - depth: the batch's longest response R_max x iteration_s(1): a sequence gains one token
       per iteration and an iteration is never shorter than with one sequence.
 
@@ -155,14 +157,8 @@ def generation_bounds(system: RLSystem, workload: Workload, batches: int = 2) ->
         ValueError: naming ``batches`` if it is not an int >= 1.
     """
     check_int("batches", batches, 1)
-    B, G = workload.prompts, workload.group_size
-    lengths = workload.response_lengths(batches * B).reshape(batches, B * G)     # (k, B G)
-    eng, reps = system.engine, system.replicas
-    n = min(eng.slots, math.ceil(B / reps) * G)
-    per_token_s = float(eng.iteration_s(n)) / n
-    work = lengths.sum(axis=1) / reps * per_token_s                              # (k,)
-    depth = lengths.max(axis=1) * float(eng.iteration_s(1))                      # (k,)
-    return float(work.mean()), float(depth.mean())
+    gen = generation_workdepth(replace(system, mode="sync"), workload, range(batches))
+    return gen["work_gpu_s"] / gen["pool_gpus"], gen["depth_s"]     # W_gen / p_gen, D_gen
 
 
 def _result(system: RLSystem, workload: Workload, r: SimResult) -> PlacementResult:

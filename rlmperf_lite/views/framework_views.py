@@ -100,10 +100,10 @@ def breakdown_rows(breakdowns: dict) -> list[dict]:
 
 
 def breakdown_chart(breakdowns: dict, *, title: str = "Where a step's wall time goes, and the "
-                                                      "work bound W/p (black tick)"):
+                                                      "busy GPU-seconds per GPU (black tick)"):
     """Stacked bars per system: the seconds of a steady-state step spent generating only,
     training only, overlapping both, syncing weights, or neither; a black tick at the
-    system's W/p (busy GPU-seconds over GPUs)."""
+    schedule's busy GPU-seconds over GPUs (``work_bound_s``: a measurement, not W/p)."""
     rows = breakdown_rows(breakdowns)
     systems = list(breakdowns)
     order = list(BREAKDOWN_PARTS.values())
@@ -118,7 +118,8 @@ def breakdown_chart(breakdowns: dict, *, title: str = "Where a step's wall time 
     ticks = alt.Chart(alt.Data(values=[r for r in rows if r["part"] == order[0]])).mark_tick(
         color="black", thickness=2, size=18).encode(
         x="work_bound_s:Q", y=alt.Y("system:N", sort=systems),
-        tooltip=["system:N", alt.Tooltip("work_bound_s:Q", format=".2f", title="W/p (s)")])
+        tooltip=["system:N", alt.Tooltip("work_bound_s:Q", format=".2f",
+                                         title="busy GPU-s / GPUs (s)")])
     return (bars + ticks).properties(width=440, height=24 * len(systems) + 10, title=title)
 
 
