@@ -111,6 +111,15 @@ def _step_inputs(args) -> dict:
     return {"actor": model, "hardware": args.hardware, **kwargs}
 
 
+def _print_json(args, kwargs: dict, result: dict) -> int:
+    """One strict JSON object: the inputs as typed (the model's name, not its config), then the
+    result."""
+    inputs = {"model": args.model, "algo": args.algo,
+              **{k: v for k, v in kwargs.items() if k != "actor"}}
+    print(json.dumps({"inputs": inputs, **result}, allow_nan=False))
+    return 0
+
+
 def _workdepth_real(args) -> int:
     from .cost import rl_step_workdepth_s
     for name in _TOY_FLAGS:
@@ -123,10 +132,7 @@ def _workdepth_real(args) -> int:
     kwargs = _step_inputs(args)
     wd = rl_step_workdepth_s(args.algo, **kwargs)
     if args.json:
-        inputs = {"model": args.model, "algo": args.algo, **kwargs}
-        inputs.pop("actor")
-        print(json.dumps({"inputs": inputs, **wd.as_dict()}, allow_nan=False))
-        return 0
+        return _print_json(args, kwargs, wd.as_dict())
     print(f"{args.algo} step of {args.model} on {wd.processors} x {args.hardware}: "
           f"{wd.sequences_per_gpu:g} sequences per GPU in decode (replicas of {wd.rollout_tp})")
     print(f"{'phase':<16}{'W (GPU-s)':>12}{'W/p (s)':>10}{'D (s)':>10}{'lower (s)':>11}"
@@ -173,10 +179,7 @@ def _estimate(args) -> int:
     kwargs = _step_inputs(args)
     est = estimate_rl_step(args.algo, **kwargs)
     if args.json:
-        inputs = {"model": args.model, "algo": args.algo, **kwargs}
-        inputs.pop("actor")
-        print(json.dumps({"inputs": inputs, **est.as_dict()}, allow_nan=False))
-        return 0
+        return _print_json(args, kwargs, est.as_dict())
     print(f"{args.algo} step of {args.model} on {args.gpus} x {est.hardware} "
           f"(rollout replicas of {est.rollout_tp} GPU)")
     print(f"{'phase':<16}{'FLOPs':>12}{'bytes':>12}{'time (s)':>11}{'bound':>9}"
