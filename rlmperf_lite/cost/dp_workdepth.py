@@ -10,7 +10,7 @@ phases, in the terms of :mod:`rlmperf_lite.cost.workdepth_s`:
   :func:`~rlmperf_lite.cost.forward_flops`). W = dp m t_mb GPU-seconds, D = t_mb.
 - Collectives over the dp ranks, on the gradients (grad_bytes x N) and weights
   (weight_bytes x N) of the model's N parameters (ZeRO paper §7), each call
-  :func:`~rlmperf_lite.cost.collective_time_s`: ring steps x alpha + bytes / bus bandwidth.
+  :func:`~rlmperf_lite.cost.collective_time_s`: ring steps x alpha + bytes / bus bandwidth::
 
     stage  collective (calls)                       hides behind, per occurrence
     0      grads all-reduce (1 per step)            the last micro-batch's backward

@@ -4,7 +4,7 @@
 A phase is a graph of tasks, each the smallest piece one processor runs without waiting for
 another: a decode step of one sequence on an engine replica, one prompt's prefill, one
 sequence's forward (and backward) pass on one GPU. A task's time is its roofline time at the
-achieved rates (peak x ``train_efficiency``, bandwidth x ``decode_efficiency``). Then
+achieved rates (peak x ``train_efficiency``, bandwidth x ``decode_efficiency``). Then::
 
     W = sum of task times x GPUs per task   (GPU-seconds; p = the GPUs)
     D = the longest chain of dependent tasks, each at its latency floor (alone on its device),
