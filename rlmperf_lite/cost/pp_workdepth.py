@@ -51,7 +51,8 @@ __all__ = ["NVLINK_HOP_LATENCY_S", "NET_HOP_LATENCY_S", "LINKS", "pipeline_depth
            "PipelineWorkDepth", "pipeline_workdepth_s", "MoEWorkDepth", "moe_layer_workdepth_s",
            "skewed_routing"]
 
-#: alpha of one hop (s): NCCL's tuning model, src/graph/tuning.cc, hwLat[NVLINK][Ring][Simple]
+#: The latency alpha of one hop, in seconds, from NCCL's tuning model
+#: (src/graph/tuning.cc, hwLat[NVLINK][Ring][Simple])
 NVLINK_HOP_LATENCY_S = 3.4e-6
 #: ... and hwLat[NET][Ring][Simple] (InfiniBand or RoCE between nodes)
 NET_HOP_LATENCY_S = 14.0e-6
@@ -104,7 +105,7 @@ class PipelineWorkDepth:
 
     @property
     def bubble_fraction(self) -> float:
-        """D / (W / p) - 1 of the compute: the bubble over the ideal time."""
+        """The bubble over the ideal time, D / (W / p) - 1 of the compute."""
         return self.compute.depth_s / self.compute.work_per_processor_s - 1.0
 
     @property
@@ -222,7 +223,7 @@ class MoEWorkDepth:
 
     @property
     def layer_s(self) -> float:
-        """The layer's time: it waits for the busiest GPU, so T = D = max(W/p, D)."""
+        """The layer's time, set by the busiest GPU, so T = D = max(W/p, D)."""
         return float(sum(p.depth_s for p in self.phases))
 
 

@@ -53,17 +53,17 @@ class PhaseWorkDepth:
 
     @property
     def brent_lower_s(self) -> float:
-        """max(W/p, D): no schedule on p GPUs is faster."""
+        """The lower bound max(W/p, D); no schedule on p GPUs is faster."""
         return max(self.work_per_processor_s, self.depth_s)
 
     @property
     def brent_upper_s(self) -> float:
-        """W/p + D: a greedy schedule is at least this fast (Brent 1974)."""
+        """The upper bound W/p + D; a greedy schedule is at least this fast (Brent 1974)."""
         return self.work_per_processor_s + self.depth_s
 
     @property
     def parallelism(self) -> float:
-        """W / D, in GPUs: the most the phase keeps busy on average at this batch."""
+        """The parallelism W / D, in GPUs; the most the phase keeps busy on average at this batch."""
         return self.work_gpu_s / self.depth_s if self.depth_s else math.inf
 
     def as_dict(self) -> dict:

@@ -172,14 +172,14 @@ class SystemWorkDepth:
 
     @property
     def work_per_processor_s(self) -> float:
-        """W / p: the step if its work were spread over every GPU."""
+        """The step if its work were spread over every GPU, W / p."""
         return self.work_gpu_s / self.processors
 
     @property
     def pool_lower_s(self) -> float:
-        """Brent's lower bound on the layout's own pools: each pool's work on its GPUs
+        """The lower bound on the layout's own pools, each pool's work on its GPUs
         (synchronous: generation, then the busiest training pool, then the sync; asynchronous:
-        the busiest pool plus the sync that stops both), and never below :attr:`lower_s`."""
+        the busiest pool plus the sync that stops both), and never below ``lower_s``."""
         gen = self.generation["work_gpu_s"] / self.generation["pool_gpus"]
         train = max((w / self.pool_gpus[p] for p, w in self.train["pool_work"].items()),
                     default=0.0)
@@ -191,7 +191,7 @@ class SystemWorkDepth:
         return max(floor, self.lower_s)
 
     def brackets(self, step_s: float) -> bool:
-        """True when ``step_s`` lies in [:attr:`lower_s`, :attr:`upper_s`] (1e-9 slack)."""
+        """True when ``step_s`` lies in [``lower_s``, ``upper_s``] (1e-9 slack)."""
         return self.lower_s * (1 - 1e-9) <= step_s <= self.upper_s * (1 + 1e-9)
 
 

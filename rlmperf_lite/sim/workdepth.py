@@ -98,8 +98,8 @@ class VersionWorkDepth(PhaseWorkDepth):
 
     @property
     def pool_lower_s(self) -> float:
-        """max(W / p, D_k, W_gen / p_gen + sync, W_train / p_train + sync): the pools' work
-        must run on their own GPUs (book section :ref:`sec-async-workdepth`)."""
+        """The lower bound when the pools' work must run on their own GPUs,
+        max(W / p, D_k, W_gen / p_gen + sync, W_train / p_train + sync) (book section :ref:`sec-async-workdepth`)."""
         return max(self.brent_lower_s, self.gen_floor_s, self.train_floor_s)
 
     def as_dict(self) -> dict:
@@ -129,7 +129,7 @@ class LayoutWorkDepth:
 
     @property
     def pool_lower_s(self) -> float:
-        """Asynchronous: :attr:`VersionWorkDepth.pool_lower_s`; synchronous: :attr:`lower_s`."""
+        """For an asynchronous system ``VersionWorkDepth.pool_lower_s``, for a synchronous one ``lower_s``."""
         return max(self.lower_s, *(getattr(p, "pool_lower_s", 0.0) for p in self.phases))
 
     @property
@@ -138,7 +138,7 @@ class LayoutWorkDepth:
         return self.batch_per_replica / self.system.engine.tp
 
     def brackets(self, step_s: float) -> bool:
-        """True when ``step_s`` lies in [:attr:`lower_s`, :attr:`upper_s`] (1e-9 slack)."""
+        """True when ``step_s`` lies in [``lower_s``, ``upper_s``] (1e-9 slack)."""
         return self.lower_s * (1 - 1e-9) <= step_s <= self.upper_s * (1 + 1e-9)
 
     def simulate(self):

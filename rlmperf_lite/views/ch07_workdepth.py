@@ -14,7 +14,7 @@ __all__ = ["dp_workdepth_calculator", "dp_workdepth_widget", "dp_workdepth_stati
            "DP_WD_OPTIONS", "DP_WD_STATIC_OPTIONS", "DP_WD_SEQ_LEN"]
 
 DP_WD_SEQ_LEN = 1024
-"""Tokens per sequence: a GPU's tokens are whole sequences of this length, in one micro-batch."""
+"""Tokens per sequence; a GPU's tokens are whole sequences of this length, in one micro-batch."""
 
 DP_WD_OPTIONS = {
     "model": ("qwen2.5-7b", "llama-3.1-8b", "llama-3.1-70b", "qwen3-30b-a3b"),
@@ -27,7 +27,7 @@ DP_WD_OPTIONS = {
 """The options each setting of the live widget takes; ``start`` (or the first) is shown first."""
 DP_WD_STATIC_OPTIONS = {**DP_WD_OPTIONS, "model": ("qwen2.5-7b", "llama-3.1-70b"),
                         "dp": (8, 64, 512)}
-"""The no-kernel twin's grid: fewer options, so that every combination can be embedded."""
+"""The no-kernel twin's grid, with fewer options, so that every combination can be embedded."""
 _LABELS = {"model": "model", "dp": "dp (GPUs)", "zero_stage": "ZeRO stage",
            "tokens_per_gpu": "tokens per GPU", "link": "link", "recompute": "recompute"}
 _START = {"model": "qwen2.5-7b", "dp": 8, "zero_stage": 3, "tokens_per_gpu": 2048,
@@ -65,10 +65,10 @@ def dp_workdepth_calculator(settings=tuple(DP_WD_OPTIONS), *, static_settings=No
                             hardware: str = "h100", seq_len: int = DP_WD_SEQ_LEN, start=None,
                             **fixed) -> WorkDepthCalculator:
     """W, D and Brent's bounds of one data-parallel update
-    (:func:`~rlmperf_lite.cost.dp_workdepth.dp_update_workdepth`): each GPU's tokens in one
+    (:func:`~rlmperf_lite.cost.dp_update_workdepth`): each GPU's tokens in one
     micro-batch of sequences of ``seq_len``, a control for each of ``settings`` (keys of
     :data:`DP_WD_OPTIONS`), ``fixed`` passed on (efficiency, latency_s, ...). The
-    note gives the hiding threshold (:func:`overlap_threshold_tokens`) and the memory per GPU;
+    note gives the hiding threshold (:func:`~rlmperf_lite.cost.overlap_threshold_tokens`) and the memory per GPU;
     the time set against the bounds is train_step_time's plus the optimizer step (with
     ``latency_s`` > 0 the bounds hold the ring latency that train_step_time leaves out).
     ``static_settings``: the settings the no-kernel twin varies, over

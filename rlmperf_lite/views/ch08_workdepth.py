@@ -14,7 +14,7 @@ from .workdepth_calc import WorkDepthCalculator
 __all__ = ["tp_workdepth_calculator", "tp_workdepth_widget", "tp_workdepth_static",
            "TP_WD_OPTIONS"]
 
-#: the options of each setting (1,024 combinations: the no-kernel grid holds them all)
+#: The options of each setting; the no-kernel grid holds all 1,024 combinations.
 TP_WD_OPTIONS = {
     "model": ("qwen2.5-7b", "llama-3.1-8b", "qwen2.5-32b", "llama-3.1-70b"),
     "tp": (1, 2, 4, 8),

@@ -18,9 +18,9 @@ __all__ = ["pp_workdepth_calculator", "pp_workdepth_widget", "pp_workdepth_stati
            "ep_workdepth_calculator", "ep_workdepth_widget", "ep_workdepth_static",
            "pipeline_curve_chart", "PP_OPTIONS", "PP_STATIC_OPTIONS", "EP_OPTIONS"]
 
-PP_OPTIONS = {
-    "schedule": ("1f1b", "gpipe", "interleaved"),
+PP_OPTIONS = {              # the stages first: GPipe and 1F1B draw the same bars (same depth)
     "pp": (1, 2, 4, 8, 16),
+    "schedule": ("1f1b", "gpipe", "interleaved"),
     "microbatches": (8, 16, 32, 64, 128),
     "interleave": (1, 2, 4),
     "model": ("qwen2.5-72b", "gpt3-175b", "llama-3.1-8b"),

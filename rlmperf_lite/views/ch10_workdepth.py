@@ -18,8 +18,8 @@ PLACEMENT_WD_OPTIONS = {
     "rollout_gpus": (4, 8, 12, 16, 20, 24, 28),
     "seqs_per_gpu": (4, 8, 16, 32, 64),
 }
-"""The settings and their options: the placement, the GPUs that generate when disaggregated
-(of 32), and the sequences per step per GPU, B G / p (B = that x 32 / 16 prompts)."""
+"""The settings, each with its options. The placement, the GPUs that generate when
+disaggregated (of 32), and the sequences per step per GPU, B G / p (B = that x 32 / 16 prompts)."""
 PLACEMENT_WD_SYSTEM = dict(actor="qwen2.5-7b", hardware="h100-sxm", gpus=32, group_size=16,
                            prompt_len=512, mean_response_len=2048.0, max_response_len=8192,
                            length_sigma=1.0, kl_coef=0.001, steps=8)

@@ -23,10 +23,10 @@ STALENESS_WD_OPTIONS = {
     "schedule": tuple(SCHEDULES),
     "minibatches": (1, 4),
 }
-"""The settings and their options: the bound k, the GPUs that generate (of 32), the schedule,
-and the streaming updates per version."""
+"""The settings, each with its options. The bound k, the GPUs that generate (of 32), the
+schedule, and the streaming updates per version."""
 STALENESS_WD_STATIC = {**STALENESS_WD_OPTIONS, "rollout_gpus": (8, 16, 24)}
-"""The no-kernel twin's grid: 60 settings, each simulated when the book is built (about 5 s)."""
+"""The no-kernel twin's grid, 60 settings, each simulated when the book is built (about 5 s)."""
 STALENESS_WD_SYSTEM = dict(actor="qwen2.5-7b", hardware="h100-sxm", gpus=32, prompts=32,
                            group_size=16, prompt_len=512, mean_response_len=2048.0,
                            max_response_len=8192, length_sigma=1.0, kl_coef=0.001, steps=16)

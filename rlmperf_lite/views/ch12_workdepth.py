@@ -16,7 +16,7 @@ __all__ = ["FRAMEWORK_WD_OPTIONS", "FRAMEWORK_WD_STATIC", "FRAMEWORK_WD_STEPS",
 FRAMEWORK_WD_OPTIONS = {"preset": tuple(framework_names()),
                         "actor": ("qwen2.5-7b", "qwen2.5-32b"), "gpus": (16, 32, 64, 128)}
 FRAMEWORK_WD_STATIC = {**FRAMEWORK_WD_OPTIONS, "actor": ("qwen2.5-7b",), "gpus": (64,)}
-"""The no-kernel twin's grid: every preset on the chapter's workload (Qwen2.5-7B, 64 H100)."""
+"""The no-kernel twin's grid, every preset on the chapter's workload (Qwen2.5-7B, 64 H100)."""
 FRAMEWORK_WD_STEPS = 12
 """Steps simulated per setting, as in the chapter's lab."""
 _LABELS = {"preset": "preset", "actor": "model", "gpus": "GPUs p"}

@@ -18,7 +18,8 @@ __all__ = ["GUIDELINE_WD_OPTIONS", "GUIDELINE_WD_STATIC", "guideline_workdepth_c
 GUIDELINE_WD_OPTIONS = {"split": ("colocated", "4:28", "8:24", "9:23", "12:20", "16:16", "24:8"),
                         "mode": ("async", "sync"), "staleness": (0.0, 0.25, 0.5, 1.0, 2.0),
                         "group_size": (2, 8, 16, 64, 128)}
-"""rollout : training GPUs of the 32, the schedule, its staleness bound, G (B = 2,048 / G)."""
+"""The split (rollout to training GPUs of the 32), the schedule, its staleness bound and G
+(B = 2,048 / G)."""
 GUIDELINE_WD_STATIC = {"split": ("colocated", "4:28", "9:23", "16:16"), "mode": ("async", "sync"),
                        "staleness": (0.0, 0.5, 1.0), "group_size": (16, 128)}
 """The no-kernel twin's grid (26 settings the library accepts)."""
