@@ -27,7 +27,7 @@ phases, in the terms of :mod:`rlmperf_lite.cost.workdepth_s`:
   collective is the links' time, not the GPUs': W = 0, D = what it adds to the chain,
   occurrences x max(0, comm - window).
 - Optimizer step: AdamW over the parameters the rank owns (N, or N / dp from stage 1 on),
-  memory-bound at :data:`ADAM_STEP_BYTES_PER_PARAM` bytes each. W = dp t_opt, D = t_opt.
+  memory-bound at :data:`~rlmperf_lite.cost.ADAM_STEP_BYTES_PER_PARAM` bytes each. W = dp t_opt, D = t_opt.
 
 The step is compute + exposed communication + t_opt, the sum of the phases' max(W/p, D); with
 alpha = 0 it is train_step_time's total plus the optimizer step (which train_step_time leaves
@@ -106,7 +106,7 @@ class DPCollective:
 
     @property
     def time_s(self) -> float:
-        """One call's depth: ring steps x alpha + bytes / bandwidth."""
+        """The depth of one call, ring steps x alpha + bytes / bandwidth."""
         return self.latency_s + self.bandwidth_s
 
     @property
@@ -140,7 +140,7 @@ class OverlapWindow:
 
     @property
     def exposed_s(self) -> float:
-        """occurrences x max(0, comm - window): what the collectives add to the chain."""
+        """What the collectives add to the chain, occurrences x max(0, comm - window)."""
         return self.occurrences * max(0.0, self.comm_s - self.window_s)
 
 

@@ -25,7 +25,8 @@ __all__ = ["profile_step_workdepth_s", "generation_share", "LOOP_PHASES", "cpu_a
            "toy_step_kwargs", "MeasuredPhase", "MeasuredProfile", "measured_profile"]
 
 _GENERATION = ("rollout_prefill", "rollout_decode")
-#: {loop: {history key: the estimate's phases it times}}; PPO's ``reward_s`` also times the
+#: For each loop, which of the estimate's phases each history key times, as
+#: ``{loop: {history key: phases}}``; PPO's ``reward_s`` also times the
 #: reference pass, its ``update_s`` both models' updates (rlmperf_lite.rl.grpo / .ppo)
 LOOP_PHASES = {
     "grpo": {"rollout_s": _GENERATION, "ref_logps_s": ("ref_logprobs",), "reward_s": ("reward",),
@@ -113,7 +114,8 @@ class MeasuredPhase:
 
     @property
     def ratio(self) -> float:
-        """measured / estimated (inf where the estimate is 0: the verifier, on the CPU)."""
+        """The measured time over the estimated one (inf where the estimate is 0, as for the
+        verifier, on the CPU)."""
         return self.measured_s / self.estimate_s if self.estimate_s else math.inf
 
 

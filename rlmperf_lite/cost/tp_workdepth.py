@@ -53,14 +53,14 @@ __all__ = ["TPWorkDepth", "tp_train_workdepth", "tp_decode_workdepth", "tp_comm_
            "tp_comm_compute_ratio", "tp_comm_threshold", "cp_overlap_min_chunk_tokens",
            "decode_tp_floor", "TP_LATENCY_S", "ALL_REDUCES_PER_LAYER", "RING_PASSES_PER_LAYER"]
 
-#: alpha, seconds per ring step of a collective: an assumption (Chapter 7's exercises use the
-#: same 5 us); pass your own measured value as ``latency_s``
+#: The latency alpha in seconds per ring step of a collective, an assumption (Chapter 7's
+#: exercises use the same 5 us); pass your own measured value as ``latency_s``.
 TP_LATENCY_S = 5e-6
-#: TP all-reduces per layer and micro-batch: Megatron's g after each row-parallel product
+#: The TP all-reduces per layer and micro-batch. Megatron's g after each row-parallel product
 #: forward, f before each column-parallel one backward (Shoeybi et al. 2019 §3, Fig. 4);
 #: full recompute runs the forward's 2 again (Korthikanti et al. 2022 §5)
 ALL_REDUCES_PER_LAYER = {"none": 4, "selective": 4, "full": 6}
-#: CP ring all-gathers of K/V per layer and micro-batch: 1 forward, 2 backward (K/V again and
+#: The CP ring all-gathers of K/V per layer and micro-batch. 1 forward, 2 backward (K/V again and
 #: their gradients), 1 more with full recompute (as train_step_time counts them)
 RING_PASSES_PER_LAYER = {"none": 3, "selective": 3, "full": 4}
 

@@ -20,7 +20,7 @@ from .workdepth_s import StepWorkDepth, rl_step_workdepth_s
 
 __all__ = ["RESAMPLED_PHASES", "VariantWorkDepth", "variant_step_workdepth_s"]
 
-#: the phases a DAPO round repeats: generate, then score (a reward model, when there is one)
+#: The phases a DAPO round repeats; generate, then score (a reward model, when there is one).
 RESAMPLED_PHASES = ("rollout_prefill", "rollout_decode", "reward")
 
 

@@ -94,7 +94,7 @@ def rl_step_workdepth(algo: str = "grpo", *, processors: int = 1, **estimate_kwa
         models[key] = models["actor"] if v is None else resolve_model(v, key)
     P = estimate_kwargs["prompt_len"]
     n_seq = estimate_kwargs["prompts"] * estimate_kwargs["group_size"]
-    R = int(sample_lengths(estimate_kwargs["response_len"], n_seq).max())   # as the estimate's samples
+    R = int(sample_lengths(estimate_kwargs["response_len"], n_seq).max())   # the estimate's
     T = P + R
     n_tokens = estimate_kwargs["prompts"] * estimate_kwargs["group_size"] * T
     phases = []

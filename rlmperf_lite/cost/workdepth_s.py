@@ -14,7 +14,7 @@ achieved rates (peak x ``train_efficiency``, bandwidth x ``decode_efficiency``).
 Memory-bound batched work is charged at the batch the layout gives it: a task in a batch of b
 pays its share of the batch's weight reads, 2 N / b bytes, plus its own. So W depends on the
 batch per replica, and decode's W / p falls to its depth D as that batch falls to one. The PRAM
-rounds of :mod:`rlmperf_lite.cost.workdepth` are the ideal-machine limit of the same graph.
+rounds of ``rlmperf_lite.cost.workdepth`` (:func:`~rlmperf_lite.cost.rl_step_workdepth`) are the ideal-machine limit of the same graph.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from .rollout import decode_step_s, prefill_s
 __all__ = ["PhaseWorkDepth", "StepWorkDepth", "rl_step_workdepth_s", "back_of_envelope",
            "pram_processors", "H100_CLOCK_HZ"]
 
-#: H100 SXM clock (Hz): 989.5 TFLOP/s dense bf16 = 132 SMs x 4,096 FLOPs per clock x 1.83 GHz
+#: The H100 SXM clock in Hz; 989.5 TFLOP/s dense bf16 = 132 SMs x 4,096 FLOPs a clock x 1.83 GHz.
 H100_CLOCK_HZ = 1.83e9
 
 
@@ -63,7 +63,7 @@ class PhaseWorkDepth:
 
     @property
     def parallelism(self) -> float:
-        """The parallelism W / D, in GPUs; the most the phase keeps busy on average at this batch."""
+        """The parallelism W / D, in GPUs; the most the phase keeps busy at this batch."""
         return self.work_gpu_s / self.depth_s if self.depth_s else math.inf
 
     def as_dict(self) -> dict:
@@ -96,12 +96,12 @@ class StepWorkDepth:
 
     @property
     def sequences_per_gpu(self) -> float:
-        """The decode batch per GPU: sequences per replica / the replica's tp GPUs."""
+        """The decode batch per GPU, the sequences per replica over the replica's tp GPUs."""
         return self.sequences_per_replica / self.rollout_tp
 
     @property
     def brackets_estimate(self) -> bool:
-        """True when the bounds hold the estimate (False: the estimate splits a pass finer
+        """Whether the bounds hold the estimate (not when the estimate splits a pass finer
         than one sequence per GPU, which the layout cannot do without TP or CP)."""
         return self.brent_lower_s <= self.estimate_s * (1 + 1e-9) and \
             self.estimate_s <= self.brent_upper_s * (1 + 1e-9)

@@ -9,7 +9,7 @@ from .workdepth_calc import WorkDepthCalculator
 __all__ = ["PHASE_SETTINGS", "phase_workdepth_calculator", "phase_workdepth_widget",
            "phase_workdepth_static"]
 
-#: the controls, keys of :data:`~rlmperf_lite.views.step_calculators.STEP_OPTIONS`
+#: The controls, keys of :data:`~rlmperf_lite.views.step_calculators.STEP_OPTIONS`
 PHASE_SETTINGS = ("algo", "gpus", "prompts", "response_len", "kl_coef")
 # Lab 4's step: GRPO on Qwen2.5-7B, 32 prompts x 16, 512 + 4,096 tokens, KL 0.001, 64 H100s
 _START = {"algo": "grpo", "gpus": 64, "prompts": 32, "response_len": 4096, "kl_coef": 0.001}
