@@ -14,12 +14,13 @@ import time
 import numpy as np
 
 from ..nn import COUNTER, AdamW, clip_grad_norm
-from ..rl.common import blas_limits, end_step, flops_since, lr_factor, step_range
+from ..rl.common import blas_limits, end_step, lr_factor, step_range
 from ..rl.grpo import (GRPOConfig, init_run, loss_norms, policy_dlogps, policy_loss_value,
                        sample_and_score, step_advantages)
 from ..tasks import AdditionTask
 from .collectives import ProcessGroup
 from .pipeline import SCHEDULES, pipeline_grads, stage_layers
+from .train import check_split_config, split_row
 
 __all__ = ["train_grpo_pipeline", "stage_of_weights"]
 
@@ -63,13 +64,7 @@ def train_grpo_pipeline(config: GRPOConfig, *, pp: int, microbatches: int,
             ``interleave``, ``pp`` (pp v not dividing ``config.model.num_layers``) or
             ``microbatches`` (not dividing B G; a multiple of pp when interleaved), named.
     """
-    if not isinstance(config, GRPOConfig):
-        raise ValueError(f"config must be a GRPOConfig, got {type(config).__name__}")
-    if config.micro_batch_size is not None:
-        raise ValueError("config.micro_batch_size must be None: the pipeline's microbatches "
-                         "split the batch")
-    if config.dynamic_sampling:
-        raise ValueError("config.dynamic_sampling must be False: a pipeline needs a fixed batch")
+    check_split_config(config, "the pipeline")
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     if schedule != "interleaved" and interleave != 1:
@@ -143,14 +138,10 @@ def _train(c, pp, microbatches, schedule, interleave, task, base_params, progres
         for p in rank_params:                                         # the weight sync
             params.update({k: w.copy() for k, w in p.items()})
         times["update_s"] = time.perf_counter() - t
-        row = {"step": step, "reward_mean": float(rewards.mean()),
-               "reward_std": float(rewards.std()),
-               "response_length": float(mask.sum(axis=1).mean()), "loss": loss,
-               "grad_norm": grad_norm, **metrics, "response_width": int(mask.shape[1]),
-               "frac_reward_zero_std": zero_std,
-               "pp_bytes": float(group.log.sent_bytes.max()),
-               "bubble_fraction": timeline.bubble_fraction,
-               **times, "step_s": sum(times.values()), **flops_since(flops_before)}
+        row = split_row(step, rewards, mask, zero_std, times, flops_before, loss=loss,
+                        grad_norm=grad_norm, **metrics, response_width=int(mask.shape[1]),
+                        pp_bytes=float(group.log.sent_bytes.max()),
+                        bubble_fraction=timeline.bubble_fraction)
         end_step(row, step=step, c=c, params=params, task=task, result=result, steps=steps,
                  on_step=on_step, eval_every=0, stop_at_accuracy=None)
     return result

@@ -15,7 +15,32 @@ from ..tasks import AdditionTask
 from .collectives import DeviceMesh
 from .grpo_step import full_params, init_parallel_state, parallel_grpo_step
 
-__all__ = ["train_grpo_mesh"]
+__all__ = ["train_grpo_mesh", "check_split_config", "split_row"]
+
+
+def check_split_config(config, what: str) -> None:
+    """The checks every loop whose update is split over ranks shares (``what`` names the split
+    in the message: "the mesh", "ZeRO", "the pipeline").
+
+    Raises:
+        ValueError: naming ``config`` (not a GRPOConfig), ``micro_batch_size`` (the ranks
+            split the batch) or ``dynamic_sampling`` (the split needs a fixed batch)."""
+    if not isinstance(config, GRPOConfig):
+        raise ValueError(f"config must be a GRPOConfig, got {type(config).__name__}")
+    if config.micro_batch_size is not None:
+        raise ValueError(f"config.micro_batch_size must be None: {what} splits the batch")
+    if config.dynamic_sampling:
+        raise ValueError(f"config.dynamic_sampling must be False: {what} needs a fixed batch")
+
+
+def split_row(step, rewards, mask, zero_std, times, flops_before, **metrics) -> dict:
+    """One step's history row of a split loop: the rollout's metrics, then ``metrics`` (loss,
+    grad_norm, bytes per rank ...), then the phases' times and the FLOPs counted."""
+    return {"step": step, "reward_mean": float(rewards.mean()),
+            "reward_std": float(rewards.std()),
+            "response_length": float(mask.sum(axis=1).mean()),
+            "frac_reward_zero_std": zero_std, **metrics,
+            **times, "step_s": sum(times.values()), **flops_since(flops_before)}
 
 
 def train_grpo_mesh(config: GRPOConfig, mesh: DeviceMesh, *, task: AdditionTask | None = None,
@@ -30,12 +55,7 @@ def train_grpo_mesh(config: GRPOConfig, mesh: DeviceMesh, *, task: AdditionTask 
             config (dynamic sampling changes the batch size), and as
             :func:`~rlmperf_lite.parallel.parallel_grpo_step` (``mesh``, ``tp``, ``dp``).
     """
-    if not isinstance(config, GRPOConfig):
-        raise ValueError(f"config must be a GRPOConfig, got {type(config).__name__}")
-    if config.micro_batch_size is not None:
-        raise ValueError("config.micro_batch_size must be None: the mesh splits the batch")
-    if config.dynamic_sampling:
-        raise ValueError("config.dynamic_sampling must be False: a mesh needs a fixed batch")
+    check_split_config(config, "the mesh")
     task = task or AdditionTask()
     with blas_limits(config):
         return _train(config, mesh, task, sp, base_params, progress, on_step)
@@ -58,13 +78,10 @@ def _train(c, mesh, task, sp, base_params, progress, on_step):
         out = parallel_grpo_step(rank_params, opt_states, batch, c, mesh, step=step, sp=sp)
         params.update(full_params(rank_params, c.model, mesh))        # the weight sync
         times["update_s"] = time.perf_counter() - t
-        row = {"step": step, "reward_mean": float(rewards.mean()),
-               "reward_std": float(rewards.std()),
-               "response_length": float(mask.sum(axis=1).mean()), "loss": out["loss"],
-               "grad_norm": out["grad_norm"], "frac_reward_zero_std": zero_std,
-               "dp_bytes": float(out["bytes_by_axis"]["dp"].max()),
-               "tp_bytes": float(out["bytes_by_axis"]["tp"].max()),
-               **times, "step_s": sum(times.values()), **flops_since(flops_before)}
+        row = split_row(step, rewards, mask, zero_std, times, flops_before, loss=out["loss"],
+                        grad_norm=out["grad_norm"],
+                        dp_bytes=float(out["bytes_by_axis"]["dp"].max()),
+                        tp_bytes=float(out["bytes_by_axis"]["tp"].max()))
         end_step(row, step=step, c=c, params=params, task=task, result=result, steps=steps,
                  on_step=on_step, eval_every=0, stop_at_accuracy=None)
     return result

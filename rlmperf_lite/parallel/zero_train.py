@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 
 from ..nn import COUNTER
-from ..rl.common import blas_limits, end_step, flops_since, step_range
+from ..rl.common import blas_limits, end_step, step_range
 from ..rl.grpo import GRPOConfig, init_run, sample_and_score, step_advantages
 from ..tasks import AdditionTask
 from .collectives import ProcessGroup
 from .data import GRPOBatch
+from .train import check_split_config, split_row
 from .zero import zero_init, zero_params, zero_step
 
 __all__ = ["train_grpo_zero"]
@@ -33,12 +34,7 @@ def train_grpo_zero(config: GRPOConfig, dp: int, zero_stage: int, *,
             :func:`~rlmperf_lite.parallel.zero_init` (``stage``) and
             :func:`~rlmperf_lite.parallel.zero_step` (dp not dividing the groups).
     """
-    if not isinstance(config, GRPOConfig):
-        raise ValueError(f"config must be a GRPOConfig, got {type(config).__name__}")
-    if config.micro_batch_size is not None:
-        raise ValueError("config.micro_batch_size must be None: the ranks split the batch")
-    if config.dynamic_sampling:
-        raise ValueError("config.dynamic_sampling must be False: ZeRO needs a fixed batch")
+    check_split_config(config, "ZeRO")
     task = task or AdditionTask()
     with blas_limits(config):
         return _train(config, ProcessGroup(dp), zero_stage, task, base_params, progress,
@@ -65,13 +61,10 @@ def _train(c, group, stage, task, base_params, progress, on_step):
         update = group.log.sent_bytes - before
         params.update(zero_params(state, group))                      # the weight sync
         times["update_s"] = time.perf_counter() - t
-        row = {"step": step, "reward_mean": float(rewards.mean()),
-               "reward_std": float(rewards.std()),
-               "response_length": float(mask.sum(axis=1).mean()),
-               "loss": float(sum(out["loss_parts"])), "grad_norm": out["grad_norm"],
-               "frac_reward_zero_std": zero_std, "dp_bytes": float(update.max()),
-               "sync_bytes": float((group.log.sent_bytes - before - update).max()),
-               **times, "step_s": sum(times.values()), **flops_since(flops_before)}
+        row = split_row(step, rewards, mask, zero_std, times, flops_before,
+                        loss=float(sum(out["loss_parts"])), grad_norm=out["grad_norm"],
+                        dp_bytes=float(update.max()),
+                        sync_bytes=float((group.log.sent_bytes - before - update).max()))
         end_step(row, step=step, c=c, params=params, task=task, result=result, steps=steps,
                  on_step=on_step, eval_every=0, stop_at_accuracy=None)
     return result
