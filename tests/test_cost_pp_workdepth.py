@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from rlmperf_lite.cost import hardware_preset, model_preset, pipeline_bubble_fraction
-from rlmperf_lite.cost.pp_workdepth import (NET_HOP_LATENCY_S, moe_layer_workdepth_s,
+from rlmperf_lite.cost.collective import NET_HOP_LATENCY_S
+from rlmperf_lite.cost.pp_workdepth import (moe_layer_workdepth_s,
                                             pipeline_depth_slots, pipeline_workdepth_s,
                                             skewed_routing)
 from rlmperf_lite.parallel import expert_load, make_schedule, schedule_timeline

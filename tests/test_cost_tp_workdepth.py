@@ -11,8 +11,9 @@ import pytest
 from rlmperf_lite.cost import (ModelConfig, ParallelPlan, TrainWorkload, forward_flops,
                                hardware_preset, matmul_weights_per_token, model_preset,
                                train_step_time)
+from rlmperf_lite.cost.collective import NVLINK_HOP_LATENCY_S
 from rlmperf_lite.cost.tp_workdepth import (ALL_REDUCES_PER_LAYER, RING_PASSES_PER_LAYER,
-                                            TP_LATENCY_S, cp_overlap_min_chunk_tokens,
+                                            cp_overlap_min_chunk_tokens,
                                             decode_tp_floor, tp_comm_compute_ratio,
                                             tp_comm_constant, tp_comm_threshold,
                                             tp_decode_workdepth, tp_train_workdepth)
@@ -68,11 +69,11 @@ def test_depth_is_the_layers_compute_over_tp_plus_their_collectives():
     wl = TrainWorkload(512, 4608)
     one = tp_train_workdepth(LLAMA70, H100, _plan(1, False), wl)
     for tp in (2, 4, 8):
-        r = tp_train_workdepth(LLAMA70, H100, _plan(tp, True), wl, latency_s=TP_LATENCY_S)
+        r = tp_train_workdepth(LLAMA70, H100, _plan(tp, True), wl, latency_s=NVLINK_HOP_LATENCY_S)
         assert r.phase("layers").depth_s == pytest.approx(one.phase("layers").depth_s / tp,
                                                           rel=1e-12)
         S = 4608 * 8192 * 2
-        by_hand = 80 * 4 * (2 * (tp - 1) * TP_LATENCY_S + 2 * (tp - 1) / tp * S / 450e9)
+        by_hand = 80 * 4 * (2 * (tp - 1) * NVLINK_HOP_LATENCY_S + 2 * (tp - 1) / tp * S / 450e9)
         assert r.phase("tp_collectives").depth_s == pytest.approx(by_hand, rel=1e-12)
 
 
@@ -211,11 +212,13 @@ def test_decode_chain_falls_with_tp_until_the_all_reduce_latency_stops_it():
     d0 = {tp: tp_decode_workdepth(LLAMA70, H100, tp, response_len=256, latency_s=0).depth_s
           for tp in (1, 2, 4, 8)}
     assert all(d0[tp] == pytest.approx(d0[1] / tp, rel=2e-3) for tp in d0)
-    d = {tp: tp_decode_workdepth(LLAMA70, H100, tp, response_len=256).depth_s
+    d = {tp: tp_decode_workdepth(LLAMA70, H100, tp, response_len=256, latency_s=5e-6).depth_s
          for tp in (1, 2, 4, 8)}
     assert d[1] > d[2] > d[4] < d[8]
-    floor = decode_tp_floor(LLAMA70, H100, response_len=256)
+    floor = decode_tp_floor(LLAMA70, H100, response_len=256, latency_s=5e-6)
     assert 4 < floor < 8 and floor == pytest.approx(5.1, abs=0.1)
+    nccl = decode_tp_floor(LLAMA70, H100, response_len=256)        # NCCL's 3.4 us over NVLink
+    assert nccl == pytest.approx(floor * (5e-6 / NVLINK_HOP_LATENCY_S) ** 0.5, rel=1e-12)
     assert decode_tp_floor(LLAMA70, H100, response_len=256, latency_s=0) == math.inf
 
 

@@ -34,10 +34,16 @@ import numpy as np
 
 from ..checks import check_choice, check_int, check_number
 
-__all__ = ["COLLECTIVES", "collective_bytes_per_rank", "collective_time_s",
-           "algorithm_bandwidth", "bus_bandwidth"]
+__all__ = ["COLLECTIVES", "NVLINK_HOP_LATENCY_S", "NET_HOP_LATENCY_S",
+           "collective_bytes_per_rank", "collective_time_s", "algorithm_bandwidth",
+           "bus_bandwidth"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+#: The latency alpha of one ring step or hop over NVLink, in seconds, from NCCL's tuning model
+#: (src/graph/tuning.cc, hwLat[NVLINK][Ring][Simple]); measure your own system's
+NVLINK_HOP_LATENCY_S = 3.4e-6
+#: ... and hwLat[NET][Ring][Simple] (InfiniBand or RoCE between nodes)
+NET_HOP_LATENCY_S = 14.0e-6
 
 
 def _factor(op: str, n):

@@ -38,7 +38,7 @@ import numpy as np
 from ..checks import check_choice, check_int, check_number
 from ..parallel.expert import expert_load
 from ..parallel.schedules import SCHEDULES, make_schedule, schedule_timeline
-from .collective import collective_time_s
+from .collective import NET_HOP_LATENCY_S, NVLINK_HOP_LATENCY_S, collective_time_s
 from .flops import forward_flops, train_flops
 from .hardware import HardwareSpec, resolve_hardware
 from .model import ModelConfig
@@ -47,15 +47,10 @@ from .presets import resolve_model
 from .roofline import roofline_time
 from .workdepth_s import PhaseWorkDepth
 
-__all__ = ["NVLINK_HOP_LATENCY_S", "NET_HOP_LATENCY_S", "LINKS", "pipeline_depth_slots",
+__all__ = ["LINKS", "pipeline_depth_slots",
            "PipelineWorkDepth", "pipeline_workdepth_s", "MoEWorkDepth", "moe_layer_workdepth_s",
            "skewed_routing"]
 
-#: The latency alpha of one hop, in seconds, from NCCL's tuning model
-#: (src/graph/tuning.cc, hwLat[NVLINK][Ring][Simple])
-NVLINK_HOP_LATENCY_S = 3.4e-6
-#: ... and hwLat[NET][Ring][Simple] (InfiniBand or RoCE between nodes)
-NET_HOP_LATENCY_S = 14.0e-6
 LINKS = ("intra", "inter")
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..checks import check_choice, check_int, check_number
-from .collective import collective_time_s
+from .collective import NVLINK_HOP_LATENCY_S, collective_time_s
 from .flops import decode_flops, forward_flops, matmul_weights_per_token
 from .hardware import HardwareSpec, resolve_hardware
 from .memory import kv_cache_bytes_per_token
@@ -51,11 +51,8 @@ from .workdepth_s import PhaseWorkDepth
 
 __all__ = ["TPWorkDepth", "tp_train_workdepth", "tp_decode_workdepth", "tp_comm_constant",
            "tp_comm_compute_ratio", "tp_comm_threshold", "cp_overlap_min_chunk_tokens",
-           "decode_tp_floor", "TP_LATENCY_S", "ALL_REDUCES_PER_LAYER", "RING_PASSES_PER_LAYER"]
+           "decode_tp_floor", "ALL_REDUCES_PER_LAYER", "RING_PASSES_PER_LAYER"]
 
-#: The latency alpha in seconds per ring step of a collective, an assumption (Chapter 7's
-#: exercises use the same 5 us); pass your own measured value as ``latency_s``.
-TP_LATENCY_S = 5e-6
 #: The TP all-reduces per layer and micro-batch. Megatron's g after each row-parallel product
 #: forward, f before each column-parallel one backward (Shoeybi et al. 2019 §3, Fig. 4);
 #: full recompute runs the forward's 2 again (Korthikanti et al. 2022 §5)
@@ -294,7 +291,7 @@ def _decode_rates(train_efficiency, decode_efficiency, dtype):
 
 
 def decode_tp_floor(model, hardware, *, batch: int = 1, prompt_len: int = 512,
-                    response_len: int = 4096, latency_s: float = TP_LATENCY_S,
+                    response_len: int = 4096, latency_s: float = NVLINK_HOP_LATENCY_S,
                     activation_bytes: int = 2, bandwidth_bytes_per_s: float | None = None,
                     train_efficiency: float = 1.0, decode_efficiency: float = 1.0,
                     dtype: str = "bf16") -> float:
@@ -325,7 +322,7 @@ def decode_tp_floor(model, hardware, *, batch: int = 1, prompt_len: int = 512,
 
 def tp_decode_workdepth(model, hardware, tp: int, *, sequences: int = 512, gpus: int = 64,
                         prompt_len: int = 512, response_len: int = 4096,
-                        latency_s: float = TP_LATENCY_S, activation_bytes: int = 2,
+                        latency_s: float = NVLINK_HOP_LATENCY_S, activation_bytes: int = 2,
                         train_efficiency: float = 1.0, decode_efficiency: float = 1.0,
                         dtype: str = "bf16") -> TPWorkDepth:
     """W and D of decoding ``sequences`` responses of ``response_len`` tokens on gpus / tp
