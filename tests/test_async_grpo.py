@@ -9,8 +9,8 @@ from rlmperf_lite.nn import TinyLMConfig, init_params, logps_backward, logps_for
 from rlmperf_lite.rl import GRPOConfig, train_grpo
 from rlmperf_lite.rl.async_grpo import (AsyncGRPOConfig, behav_importance_weights,
                                         objective_inputs, train_async_grpo)
-from rlmperf_lite.rl.grpo import loss_norms, policy_dlogps, policy_loss_value
-from rlmperf_lite.rl.losses import policy_loss, policy_loss_grad
+from rlmperf_lite.rl.losses import (grpo_loss, grpo_loss_grad, loss_norms, policy_loss,
+                                    policy_loss_grad)
 
 # a warm-start long enough that some groups have mixed rewards (non-zero advantages)
 SHORT = dict(steps=5, warmstart_max_steps=60, seed=1, num_prompts=16)
@@ -124,27 +124,27 @@ def test_decoupled_loss_is_the_weighted_clipped_surrogate_and_its_gradient():
 
 
 def test_decoupled_gradient_matches_finite_differences():
-    """The loop's dLoss/dlogps (policy_dlogps on objective_inputs, token-mean, clip-higher)
+    """The loop's dLoss/dlogps (grpo_loss_grad on objective_inputs, token-mean, clip-higher)
     equals central differences of the aggregated decoupled loss, per token, in float64."""
     logps, prox, behav, adv, mask = _batch(np.random.default_rng(1))
     c = AsyncGRPOConfig(clip_eps_high=0.28)
     old, wadv = objective_inputs("decoupled", adv, behav, prox, mask)
     norms = loss_norms(mask, c)
-    grad = policy_dlogps(logps, old, wadv, mask, c, norms)
+    grad = grpo_loss_grad(logps, old, wadv, mask, c, norms)
     fd, h = np.zeros_like(logps), 1e-6
     for i in np.ndindex(logps.shape):
         up, down = logps.copy(), logps.copy()
         up[i] += h
         down[i] -= h
-        fd[i] = (policy_loss_value(up, old, wadv, mask, c, norms)[0]
-                 - policy_loss_value(down, old, wadv, mask, c, norms)[0]) / (2 * h)
+        fd[i] = (grpo_loss(up, old, wadv, mask, c, norms)[0]
+                 - grpo_loss(down, old, wadv, mask, c, norms)[0]) / (2 * h)
     np.testing.assert_allclose(grad, fd, atol=1e-8)
     assert np.count_nonzero(grad) < mask.sum()                # clipped tokens get no gradient
 
 
 def test_decoupled_gradient_through_the_tiny_model_matches_finite_differences():
     """End to end on a tiny float64 model: the weight gradient of the decoupled loss
-    (logps_backward of policy_dlogps) equals the directional finite difference of the loss."""
+    (logps_backward of grpo_loss_grad) equals the directional finite difference of the loss."""
     rng = np.random.default_rng(2)
     cfg = TinyLMConfig(vocab_size=7, max_seq_len=8, hidden_size=8, num_layers=1, num_heads=2,
                        intermediate_size=16)
@@ -159,11 +159,11 @@ def test_decoupled_gradient_through_the_tiny_model_matches_finite_differences():
     norms = loss_norms(mask, c)
 
     def loss(p):
-        return policy_loss_value(logps_forward(p, tokens, cfg)[0][:, P - 1:], old, wadv, mask,
+        return grpo_loss(logps_forward(p, tokens, cfg)[0][:, P - 1:], old, wadv, mask,
                                  c, norms)[0]
 
     dlogps = np.zeros_like(logps_all)
-    dlogps[:, P - 1:] = policy_dlogps(logps_all[:, P - 1:], old, wadv, mask, c, norms)
+    dlogps[:, P - 1:] = grpo_loss_grad(logps_all[:, P - 1:], old, wadv, mask, c, norms)
     grads = logps_backward(dlogps, cache)
     direction = {k: rng.standard_normal(v.shape) for k, v in params.items()}
     h = 1e-6

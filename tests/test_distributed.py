@@ -24,7 +24,7 @@ from rlmperf_lite.parallel.data import (FlatLayout, dp_grads, make_grpo_batch,  
                                         reference_grpo_step)
 from rlmperf_lite.rl import AsyncGRPOConfig, GRPOConfig, train_async_grpo, train_grpo  # noqa: E402
 from rlmperf_lite.rl.common import blas_limits, lr_factor  # noqa: E402
-from rlmperf_lite.rl.grpo import loss_norms  # noqa: E402
+from rlmperf_lite.rl.losses import loss_norms  # noqa: E402
 from rlmperf_lite.rl.warmstart import warm_start  # noqa: E402
 from rlmperf_lite.tasks import AdditionTask  # noqa: E402
 

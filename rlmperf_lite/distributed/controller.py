@@ -32,8 +32,8 @@ from ..checks import check_int, check_number
 from ..nn import copy_params
 from ..rl.async_grpo import AsyncGRPOConfig, objective_inputs, step_metrics
 from ..rl.common import blas_limits, check_fits_task, lr_factor
-from ..rl.grpo import frac_reward_zero_std, loss_norms, policy_loss_value, step_advantages
-from ..rl.losses import policy_loss
+from ..rl.grpo import frac_reward_zero_std, step_advantages
+from ..rl.losses import grpo_loss, loss_norms, policy_loss
 from ..rl.warmstart import warm_start
 from ..tasks import AdditionTask
 from .checkpoint import Checkpoint, check_resume, load_checkpoint, save_checkpoint
@@ -303,7 +303,7 @@ class Controller:
             logps = np.concatenate([o["logps"] for o in outs[:L]])                 # (rows, R)
             entropy = np.concatenate([o["entropy"] for o in outs[:L]])
             m, ref = mask[mb], None if kl_ref is None else kl_ref[mb]
-            loss, metrics = policy_loss_value(logps, old[mb], adv[mb], m, c, norms,
+            loss, metrics = grpo_loss(logps, old[mb], adv[mb], m, c, norms,
                                               ref_per_token_logps=ref)
             logs.append({"loss": loss, "entropy": float((entropy * m).sum() / m.sum()),
                          "grad_norm": outs[L]["grad_norm"], **metrics,

@@ -33,7 +33,8 @@ from ..nn import (AdamW, TinyLMConfig, clip_grad_norm, copy_params, generate, lo
                   logps_forward)
 from ..rl.advantages import grpo_advantages, rloo_advantages
 from ..rl.common import blas_limits, check_fits_task, lr_factor
-from ..rl.grpo import GRPOConfig, loss_norms, policy_dlogps, policy_loss_value
+from ..rl.grpo import GRPOConfig
+from ..rl.losses import grpo_loss, grpo_loss_grad, loss_norms
 from ..rl.warmstart import warm_start
 from ..tasks import AdditionTask
 from .collectives import ProcessGroup
@@ -213,7 +214,7 @@ def split_groups(batch: GRPOBatch, n: int) -> list:
 
 def loss_forward(params: dict, batch: GRPOBatch, config: GRPOConfig, norms: dict):
     """Forward half of one rank's GRPO step, exactly the loop's micro-batch step:
-    ``logps_forward``, then ``policy_dlogps`` on columns P - 1.. weighted with ``norms`` (pass
+    ``logps_forward``, then ``grpo_loss_grad`` on columns P - 1.. weighted with ``norms`` (pass
     the whole batch's :func:`rlmperf_lite.rl.loss_norms`).
 
     Returns (loss, dlogps, cache): the rank's term of the batch loss (float), dLoss/dlogps
@@ -224,9 +225,9 @@ def loss_forward(params: dict, batch: GRPOBatch, config: GRPOConfig, norms: dict
     logps_all, cache = logps_forward(params, batch.tokens, batch.cfg, c.temperature)
     logps = logps_all[:, P - 1:]                                              # (rows, R)
     dlogps = np.zeros_like(logps_all)                                         # (rows, P+R-1)
-    dlogps[:, P - 1:] = policy_dlogps(logps, batch.old_per_token_logps, batch.advantages,
+    dlogps[:, P - 1:] = grpo_loss_grad(logps, batch.old_per_token_logps, batch.advantages,
                                       batch.completion_mask, c, norms, ref_per_token_logps=ref)
-    loss, _ = policy_loss_value(logps, batch.old_per_token_logps, batch.advantages,
+    loss, _ = grpo_loss(logps, batch.old_per_token_logps, batch.advantages,
                                 batch.completion_mask, c, norms, ref_per_token_logps=ref)
     return loss, dlogps, cache
 

@@ -3,7 +3,7 @@
 
 The loop's update (:func:`rlmperf_lite.rl.grpo.train_grpo`, one batch, no micro-batches):
 per-token log-probs of the batch, the clipped-surrogate gradient from
-:func:`~rlmperf_lite.rl.grpo.policy_dlogps` with the whole batch's normalisers
+:func:`~rlmperf_lite.rl.grpo.grpo_loss_grad` with the whole batch's normalisers
 (:func:`~rlmperf_lite.rl.grpo.loss_norms`) on the completion columns (from P - 1: the
 log-prob of token t + 1 sits at column t), backward, global gradient-norm clipping, AdamW at
 ``lr x lr_factor(step)``. :func:`rlmperf_lite.parallel.data.reference_grpo_step` does exactly
@@ -27,7 +27,7 @@ import numpy as np
 
 from ..nn import AdamW, check_tokens, clip_grad_norm
 from ..rl.common import lr_factor
-from ..rl.grpo import loss_norms, policy_dlogps, policy_loss_value
+from ..rl.losses import grpo_loss, grpo_loss_grad, loss_norms
 from .collectives import CommLog
 from .tensor import check_tp, is_tp_sharded, shard_params_tp, unshard_grads_tp
 from .tp_model import tp_logps_backward, tp_logps_forward
@@ -78,8 +78,8 @@ def _dlogps_and_loss(logps_all, P, old, adv, mask, ref, config, norms):
     c = config
     logps = logps_all[:, P - 1:]                                         # (rows, R)
     dlogps = np.zeros_like(logps_all)                                    # (rows, T-1)
-    dlogps[:, P - 1:] = policy_dlogps(logps, old, adv, mask, c, norms, ref_per_token_logps=ref)
-    loss, _ = policy_loss_value(logps, old, adv, mask, c, norms, ref_per_token_logps=ref)
+    dlogps[:, P - 1:] = grpo_loss_grad(logps, old, adv, mask, c, norms, ref_per_token_logps=ref)
+    loss, _ = grpo_loss(logps, old, adv, mask, c, norms, ref_per_token_logps=ref)
     return dlogps, loss
 
 

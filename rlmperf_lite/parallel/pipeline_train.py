@@ -15,8 +15,8 @@ import numpy as np
 
 from ..nn import COUNTER, AdamW, clip_grad_norm
 from ..rl.common import blas_limits, end_step, lr_factor, step_range
-from ..rl.grpo import (GRPOConfig, init_run, loss_norms, policy_dlogps, policy_loss_value,
-                       sample_and_score, step_advantages)
+from ..rl.grpo import GRPOConfig, init_run, sample_and_score, step_advantages
+from ..rl.losses import grpo_loss, grpo_loss_grad, loss_norms
 from ..tasks import AdditionTask
 from .collectives import ProcessGroup
 from .pipeline import SCHEDULES, pipeline_grads, stage_layers
@@ -93,7 +93,7 @@ def _pipeline_update(rank_params, opts, batch, c, pp, group, step, **pipe):
 
     def dlogps_fn(logps_mb, rows):                 # on the last rank, one micro-batch
         d = np.zeros_like(logps_mb)                                   # (n/m, T-1)
-        d[:, P - 1:] = policy_dlogps(logps_mb[:, P - 1:], old[rows], adv[rows], mask[rows], c,
+        d[:, P - 1:] = grpo_loss_grad(logps_mb[:, P - 1:], old[rows], adv[rows], mask[rows], c,
                                      norms, ref_per_token_logps=None if ref is None
                                      else ref[rows])
         return d
@@ -103,7 +103,7 @@ def _pipeline_update(rank_params, opts, batch, c, pp, group, step, **pipe):
         logps_all, grads, timeline = pipeline_grads(held, c.model, tokens, dlogps_fn, pp=pp,
                                                     group=group, temperature=c.temperature,
                                                     **pipe)
-    loss, metrics = policy_loss_value(logps_all[:, P - 1:], old, adv, mask, c, norms,
+    loss, metrics = grpo_loss(logps_all[:, P - 1:], old, adv, mask, c, norms,
                                       ref_per_token_logps=ref)
     mine = [{k: grads[k] for k in p} for p in rank_params]     # each rank's own gradients
     norms_sq = group.all_reduce([np.array(sum(float(np.vdot(g, g)) for g in r.values()))

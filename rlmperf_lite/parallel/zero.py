@@ -35,7 +35,8 @@ import numpy as np
 from ..checks import check_choice, check_int
 from ..nn import AdamW, clip_grad_norm, logps_backward
 from ..rl.common import lr_factor
-from ..rl.grpo import GRPOConfig, loss_norms
+from ..rl.grpo import GRPOConfig
+from ..rl.losses import loss_norms
 from .collectives import ProcessGroup
 from .data import FlatLayout, GRPOBatch, _check_group, loss_forward, split_groups
 

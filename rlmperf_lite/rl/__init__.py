@@ -6,19 +6,19 @@ from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages
                          rloo_advantages)
 from .evaluate import evaluate
 from .gae import gae, gae_loop
-from .grpo import (GRPOConfig, GRPOResult, accumulate_grads, frac_reward_zero_std, loss_norms,
-                   policy_dlogps, policy_loss_value, sample_and_score, step_advantages,
-                   train_grpo)
+from .grpo import (GRPOConfig, GRPOResult, accumulate_grads, frac_reward_zero_std,
+                   sample_and_score, step_advantages, train_grpo)
 from .ppo import PPOConfig, train_ppo
-from .losses import (AGG_MODES, aggregate_loss, aggregate_weights, kl_estimate, kl_estimate_grad,
-                     overlong_penalty, policy_loss, policy_loss_grad, value_loss, value_loss_grad)
+from .losses import (AGG_MODES, aggregate_loss, aggregate_weights, grpo_loss, grpo_loss_grad,
+                     kl_estimate, kl_estimate_grad, loss_norms, overlong_penalty, policy_loss,
+                     policy_loss_grad, value_loss, value_loss_grad)
 from .kl_gradients import categorical_kl_gradients
 from .sweep import SweepRun, run_sweep, sweep_table
 from .warmstart import warm_start
 
 __all__ = ["grpo_advantages", "rloo_advantages", "reinforce_pp_advantages", "check_rewards",
            "gae", "gae_loop", "GRPOConfig", "GRPOResult", "evaluate", "train_grpo", "loss_norms",
-           "policy_dlogps", "policy_loss_value", "step_advantages", "frac_reward_zero_std",
+           "grpo_loss_grad", "grpo_loss", "step_advantages", "frac_reward_zero_std",
            "sample_and_score", "accumulate_grads",
            "policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
            "aggregate_weights", "aggregate_loss", "AGG_MODES", "value_loss", "value_loss_grad",

@@ -42,9 +42,8 @@ from ..nn import (COUNTER, AdamW, clip_grad_norm, token_logps)
 from ..tasks import AdditionTask
 from .common import (RLResult, blas_limits, check_run_args, end_step,
                      flops_since, lr_factor, step_range)
-from .grpo import (GRPOConfig, accumulate_grads, init_run, loss_norms, policy_loss_value,
-                   sample_and_score, step_advantages)
-from .losses import policy_loss
+from .grpo import GRPOConfig, accumulate_grads, init_run, sample_and_score, step_advantages
+from .losses import grpo_loss, loss_norms, policy_loss
 
 __all__ = ["AsyncGRPOConfig", "OBJECTIVES", "behav_importance_weights", "objective_inputs",
            "step_metrics", "train_async_grpo"]
@@ -230,7 +229,7 @@ def _update(params, opt, c: AsyncGRPOConfig, tokens, mask, old, adv, behav, kl_r
     norms = loss_norms(mask, c)
     grads, logps, entropy = accumulate_grads(params, tokens, old, adv, mask, c, norms,
                                              prompt_len=P, ref_per_token_logps=kl_ref)
-    loss, metrics = policy_loss_value(logps, old, adv, mask, c, norms,
+    loss, metrics = grpo_loss(logps, old, adv, mask, c, norms,
                                       ref_per_token_logps=kl_ref)
     grad_norm = clip_grad_norm(grads, c.max_grad_norm)
     opt.step(params, grads)

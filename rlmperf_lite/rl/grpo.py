@@ -21,13 +21,11 @@ from ..tasks import AdditionTask
 from .advantages import grpo_advantages, reinforce_pp_advantages, rloo_advantages
 from .common import (MAX_SAMPLES, RLConfig, RLResult, blas_limits, check_fits_task,
                      check_run_args, end_step, flops_since, lr_factor, step_range)
-from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, overlong_penalty,
-                     policy_loss, policy_loss_grad)
+from .losses import grpo_loss, grpo_loss_grad, kl_estimate, loss_norms, overlong_penalty
 from .warmstart import warm_start
 
-__all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "loss_norms", "policy_dlogps",
-           "policy_loss_value", "step_advantages", "frac_reward_zero_std", "sample_and_score",
-           "accumulate_grads"]
+__all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "step_advantages", "frac_reward_zero_std",
+           "sample_and_score", "accumulate_grads"]
 
 
 @dataclass(frozen=True)
@@ -141,7 +139,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
         grads, logps, entropy = accumulate_grads(
             params, tokens, old_logps, advantages, mask, c, norms, prompt_len=P,
             ref_per_token_logps=ref_logps if kl_in_loss else None)            # (B*G, R)
-        loss, metrics = policy_loss_value(logps, old_logps, advantages, mask, c, norms,
+        loss, metrics = grpo_loss(logps, old_logps, advantages, mask, c, norms,
                                           ref_per_token_logps=ref_logps if kl_in_loss else None)
         grad_norm = clip_grad_norm(grads, c.max_grad_norm)
         opt.lr = c.lr * lr_factor(step, c)
@@ -197,7 +195,7 @@ def accumulate_grads(params, tokens, old_per_token_logps, advantages, completion
             logps_all, cache = logps_forward(params, tokens[sl], c.model, c.temperature)
         logps = logps_all[:, P - 1:]                                         # (micro, R)
         dlogps = np.zeros_like(logps_all)                                    # (micro, T-1)
-        dlogps[:, P - 1:] = policy_dlogps(
+        dlogps[:, P - 1:] = grpo_loss_grad(
             logps, old_per_token_logps[sl], advantages[sl], completion_mask[sl], c, norms,
             ref_per_token_logps=None if ref_per_token_logps is None
             else ref_per_token_logps[sl])
@@ -229,65 +227,6 @@ def init_run(c: GRPOConfig, task, base_params) -> tuple:
     result = RLResult(params=params, base_params={k: v.copy() for k, v in params.items()},
                       warmstart_s=0.0 if base_params is not None else time.perf_counter() - t0)
     return params, result, rng_data, rng_sample
-
-
-def loss_norms(completion_mask, config: GRPOConfig) -> dict:
-    """The whole batch's normalisers of the loss aggregation (``max_len``, ``num_tokens``,
-    ``num_seqs`` of :func:`rlmperf_lite.rl.aggregate_weights`).
-
-    Computed once per batch and passed to every micro-batch and every data-parallel rank, so
-    that the summed gradients equal the whole batch's (verl issue #5625; book Chapters 3 and 7).
-    completion_mask: (B*G, R).
-    """
-    return {"max_len": config.max_new_tokens,
-            "num_tokens": max(float(np.sum(completion_mask)), 1.0),
-            "num_seqs": int(np.shape(completion_mask)[0])}
-
-
-def policy_dlogps(per_token_logps, old_per_token_logps, advantages, completion_mask,
-                  config: GRPOConfig, norms: dict, *, ref_per_token_logps=None) -> np.ndarray:
-    """dLoss/dper_token_logps of the clipped surrogate (plus ``kl_coef`` x k3 when
-    ``ref_per_token_logps`` is given), aggregated with the whole batch's ``norms``.
-
-    The one place the loop, the micro-batches and the simulated data- and tensor-parallel ranks
-    of Part III (book Chapters 7-8) take the loss gradient from. Arrays (rows, R); advantages
-    (rows,) or (rows, R). Returns (rows, R).
-
-    Raises:
-        ValueError: from :func:`rlmperf_lite.rl.policy_loss_grad` and
-            :func:`~rlmperf_lite.rl.aggregate_weights` on bad shapes or modes.
-    """
-    c = config
-    dloss = policy_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_mask,
-                             clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps_high or c.clip_eps)
-    if ref_per_token_logps is not None:
-        dloss = dloss + c.kl_coef * kl_estimate_grad(per_token_logps,
-                                                     ref_per_token_logps) * completion_mask
-    return aggregate_weights(completion_mask, c.loss_agg_mode, **norms) * dloss
-
-
-def policy_loss_value(per_token_logps, old_per_token_logps, advantages, completion_mask,
-                      config: GRPOConfig, norms: dict, *, ref_per_token_logps=None):
-    """The loss that :func:`policy_dlogps` differentiates, as a number, and the metrics the
-    field logs: ``sum(w * per_token_loss)`` with the aggregation weights ``w`` of the whole
-    batch's ``norms`` (so the terms of micro-batches or data-parallel ranks add up to the batch
-    loss), per_token_loss the clipped surrogate plus ``kl_coef`` x k3 when
-    ``ref_per_token_logps`` is given.
-
-    Arrays (rows, R); advantages (rows,) or (rows, R). Returns (loss, metrics): ``approx_kl``,
-    ``clipfrac``... of :func:`rlmperf_lite.rl.policy_loss`, plus ``kl_ref`` with a
-    reference.
-    """
-    c, mask = config, completion_mask
-    per_token_loss, metrics = policy_loss(per_token_logps, old_per_token_logps, advantages,
-                                          mask, clip_eps_low=c.clip_eps,
-                                          clip_eps_high=c.clip_eps_high or c.clip_eps)
-    if ref_per_token_logps is not None:
-        kl = kl_estimate(per_token_logps, ref_per_token_logps) * mask
-        per_token_loss = per_token_loss + c.kl_coef * kl
-        metrics["kl_ref"] = float(kl.sum() / max(mask.sum(), 1.0))
-    weights = aggregate_weights(mask, c.loss_agg_mode, **norms)
-    return float((weights * per_token_loss).sum()), metrics
 
 
 def frac_reward_zero_std(rewards, group_size: int) -> float:

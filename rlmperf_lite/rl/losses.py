@@ -10,7 +10,7 @@ import numpy as np
 
 __all__ = ["policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
            "aggregate_weights", "aggregate_loss", "value_loss", "value_loss_grad",
-           "overlong_penalty", "AGG_MODES"]
+           "overlong_penalty", "AGG_MODES", "loss_norms", "grpo_loss", "grpo_loss_grad"]
 
 
 def _as_2d(name, x, shape=None):
@@ -233,3 +233,50 @@ def overlong_penalty(lengths, max_len: int, buffer_len: int, factor: float = 1.0
         raise ValueError(f"lengths must be a 1-D array of non-negative lengths, got {n.shape}")
     soft = ((max_len - buffer_len) - n) / buffer_len
     return (factor * np.clip(soft, -1.0, 0.0)).astype(np.float32)
+
+
+def loss_norms(completion_mask, config) -> dict:
+    """The whole batch's normalisers of the loss aggregation (``max_len``, ``num_tokens``,
+    ``num_seqs`` of :func:`aggregate_weights`), for a (B*G, R) ``completion_mask`` and a
+    :class:`~rlmperf_lite.rl.GRPOConfig` (its ``max_new_tokens``)."""
+    # once per batch, passed to every micro-batch and data-parallel rank, so that their summed
+    # gradients equal the whole batch's (verl #5625; book section :ref:`sec-loss-aggregation`)
+    return {"max_len": config.max_new_tokens,
+            "num_tokens": max(float(np.sum(completion_mask)), 1.0),
+            "num_seqs": int(np.shape(completion_mask)[0])}
+
+
+def grpo_loss(per_token_logps, old_per_token_logps, advantages, completion_mask, config,
+              norms: dict, *, ref_per_token_logps=None):
+    """GRPO's loss, sum(w * (clipped surrogate + kl_coef * k3)), and the metrics the field logs.
+
+    Shao et al. 2024, Eq. 3, with the aggregation weights w of ``config.loss_agg_mode`` and the
+    whole batch's ``norms`` (:func:`loss_norms`), so micro-batches' and ranks' terms add up to the
+    batch's loss. Arrays (rows, R); advantages (rows,) or (rows, R); ``config`` a
+    :class:`~rlmperf_lite.rl.GRPOConfig`. Returns (loss, metrics): ``approx_kl``, ``clipfrac``,
+    ... of :func:`policy_loss`, plus ``kl_ref`` with a reference. Raises ValueError on bad shapes.
+    """
+    c, mask = config, completion_mask
+    per_token_loss, metrics = policy_loss(per_token_logps, old_per_token_logps, advantages,
+                                          mask, clip_eps_low=c.clip_eps,
+                                          clip_eps_high=c.clip_eps_high or c.clip_eps)
+    if ref_per_token_logps is not None:                       # the KL term is in the loss
+        kl = kl_estimate(per_token_logps, ref_per_token_logps) * mask
+        per_token_loss = per_token_loss + c.kl_coef * kl
+        metrics["kl_ref"] = float(kl.sum() / max(mask.sum(), 1.0))
+    weights = aggregate_weights(mask, c.loss_agg_mode, **norms)
+    return float((weights * per_token_loss).sum()), metrics
+
+
+def grpo_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_mask, config,
+                   norms: dict, *, ref_per_token_logps=None) -> np.ndarray:
+    """d :func:`grpo_loss` / d per_token_logps, (rows, R): the one place the loop, its
+    micro-batches and Part III's simulated ranks take the loss gradient from. Arguments and
+    errors as :func:`grpo_loss`."""
+    c = config
+    dloss = policy_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_mask,
+                             clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps_high or c.clip_eps)
+    if ref_per_token_logps is not None:
+        dloss = dloss + c.kl_coef * kl_estimate_grad(per_token_logps,
+                                                     ref_per_token_logps) * completion_mask
+    return aggregate_weights(completion_mask, c.loss_agg_mode, **norms) * dloss
