@@ -146,8 +146,53 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
             replica size, a critic without PPO or a reference with DAPO.
     """
     check_choice("algo", algo, ALGOS)
-    hw = resolve_hardware(hardware)
-    actor = resolve_model(actor, "actor")
+    hw, actor = resolve_hardware(hardware), resolve_model(actor, "actor")
+    _check_step_args(algo, prompts, group_size, prompt_len, gpus, ppo_epochs, kl_coef,
+                     recompute_old_logprobs, dtype, train_efficiency, decode_efficiency,
+                     critic, reference)
+    n_seq = prompts * group_size
+    R = sample_lengths(response_len, n_seq)
+    T = prompt_len + R
+    if T.max() > actor.max_position_embeddings:
+        raise ValueError(f"prompt_len + response_len = {int(T.max())} exceeds the actor's "
+                         f"max_position_embeddings={actor.max_position_embeddings}")
+    models = _step_models(algo, actor, critic, reference, reward, kl_coef)
+    tp = rollout_tp(actor, hw, gpus)
+    if gpus % tp:
+        raise ValueError(f"gpus={gpus} is not a multiple of the rollout replica size tp={tp} "
+                         f"({actor.name} needs {tp} {hw.name} per replica)")
+    resident = sum(model_state_bytes(m.num_params(), trainable=k in ("actor", "critic"))
+                   for k, m in models.items()) / gpus
+    # PPO samples one completion for each of its B G prompts; the GRPO family G per prompt
+    phases = list(rollout_phases(
+        actor, hw, prefill_prompts=n_seq if algo == "ppo" else prompts, prompt_len=prompt_len,
+        lengths=R, gpus=gpus, tp=tp, train_efficiency=train_efficiency,
+        decode_efficiency=decode_efficiency, dtype=dtype, resident=resident))
+    cost = _TrainCost(hw, gpus, dtype, train_efficiency, T, resident)
+    phases += _train_phases(models, cost, R, ppo_epochs, recompute_old_logprobs)
+    w_bytes = 2.0 * actor.num_params()
+    phases.append(PhaseEstimate("weight_sync", "actor", 0.0, w_bytes * gpus,
+                                weight_sync_s(w_bytes, hw, gpus), "link",
+                                {"model states": resident, "weights": w_bytes / tp}))
+    slow = [p.name for p in phases if not np.isfinite(p.time_s)]
+    if slow:                                 # e.g. an efficiency of 1e-320: an infinite time
+        raise ValueError(f"train_efficiency={train_efficiency!r} and decode_efficiency="
+                         f"{decode_efficiency!r} give {slow[0]} an infinite time: use "
+                         "efficiencies that are realistic fractions of the peak (e.g. 0.3-1)")
+    fits, overflow = _memory_verdict(phases, hw)
+    inputs = dict(actor=actor, hardware=hw, prompts=prompts, group_size=group_size,
+                  prompt_len=prompt_len, response_len=response_len, gpus=gpus, critic=critic,
+                  reference=reference, reward=reward, kl_coef=kl_coef, ppo_epochs=ppo_epochs,
+                  recompute_old_logprobs=recompute_old_logprobs,
+                  train_efficiency=train_efficiency, decode_efficiency=decode_efficiency,
+                  dtype=dtype)
+    return RLStepEstimate(algo, hw.name, gpus, tp, tuple(phases), fits, overflow, inputs)
+
+
+def _check_step_args(algo, prompts, group_size, prompt_len, gpus, ppo_epochs, kl_coef,
+                     recompute_old_logprobs, dtype, train_efficiency, decode_efficiency,
+                     critic, reference) -> None:
+    """The scalar checks of :func:`estimate_rl_step` (ValueError naming the argument)."""
     for label, v in (("prompts", prompts), ("prompt_len", prompt_len), ("gpus", gpus),
                      ("ppo_epochs", ppo_epochs)):
         check_int(label, v, 1)
@@ -162,14 +207,14 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         raise ValueError(f"critic applies to algo='ppo' only, not {algo!r}")
     if reference is not None and algo == "dapo":
         raise ValueError("DAPO has no KL term: pass no reference model with algo='dapo'")
-    n_seq = prompts * group_size
-    if n_seq > 10**7:
-        raise ValueError(f"prompts * group_size = {n_seq} samples per step exceeds 1e7")
-    R = sample_lengths(response_len, n_seq)
-    T = prompt_len + R
-    if T.max() > actor.max_position_embeddings:
-        raise ValueError(f"prompt_len + response_len = {int(T.max())} exceeds the actor's "
-                         f"max_position_embeddings={actor.max_position_embeddings}")
+    if prompts * group_size > 10**7:
+        raise ValueError(f"prompts * group_size = {prompts * group_size} samples per step "
+                         f"exceeds 1e7")
+
+
+def _step_models(algo, actor, critic, reference, reward, kl_coef) -> dict:
+    """{role: ModelConfig} of the step: the actor, PPO's critic (default the actor's shape), the
+    reference when a KL term is on (not DAPO), a reward model if given."""
     models = {"actor": actor}
     if algo == "ppo":
         models["critic"] = resolve_model(critic, "critic") if critic is not None else actor
@@ -178,36 +223,46 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
                                else actor)
     if reward is not None:
         models["reward"] = resolve_model(reward, "reward")
-    tp = rollout_tp(actor, hw, gpus)
-    if gpus % tp:
-        raise ValueError(f"gpus={gpus} is not a multiple of the rollout replica size tp={tp} "
-                         f"({actor.name} needs {tp} {hw.name} per replica)")
+    return models
 
-    def timed(flops, bytes_moved):
-        r = roofline_time(flops, bytes_moved, hw, dtype=dtype, num_devices=gpus)
-        return r["time_s"] / train_efficiency, r["bound"]
 
-    resident = sum(model_state_bytes(m.num_params(), trainable=k in ("actor", "critic"))
-                   for k, m in models.items()) / gpus
-    # PPO samples one completion for each of its B G prompts; the GRPO family G per prompt
-    phases = list(rollout_phases(
-        actor, hw, prefill_prompts=n_seq if algo == "ppo" else prompts, prompt_len=prompt_len,
-        lengths=R, gpus=gpus, tp=tp, train_efficiency=train_efficiency,
-        decode_efficiency=decode_efficiency, dtype=dtype, resident=resident))
+@dataclass(frozen=True)
+class _TrainCost:
+    """What every phase after generation is costed with: the hardware, the colocated GPUs,
+    the dtype's peak at ``train_efficiency``, the (B G,) sequence lengths T, the resident
+    model states per GPU."""
 
-    def act_mem(m, head: bool) -> dict:   # one sequence of the longest length in flight
-        s = int(T.max())
+    hw: object
+    gpus: int
+    dtype: str
+    efficiency: float
+    T: np.ndarray
+    resident: float
+
+    def time(self, flops, bytes_moved) -> tuple:
+        """(seconds, bound) of the roofline over all GPUs, at the training efficiency."""
+        r = roofline_time(flops, bytes_moved, self.hw, dtype=self.dtype, num_devices=self.gpus)
+        return r["time_s"] / self.efficiency, r["bound"]
+
+    def memory(self, m, head: bool) -> dict:
+        """Per-GPU memory of a pass over one sequence of the longest length in flight."""
+        s = int(self.T.max())
         kept = m.num_hidden_layers * activation_bytes_per_layer(m, s, 1, recompute="full")
         layer = activation_bytes_per_layer(m, s, 1)              # recomputed, then freed
         logits = 4.0 * s * m.vocab_size if head else 0.0         # fp32 logits
-        return {"model states": resident, "activations": kept + layer + logits}
+        return {"model states": self.resident, "activations": kept + layer + logits}
+
+
+def _train_phases(models, cost: _TrainCost, R, ppo_epochs, recompute_old_logprobs) -> list:
+    """The phases after generation: forward passes, advantages, then the updates."""
+    phases = []
 
     def fwd(name, key, head="all"):
         m = models[key]
-        f = forward_flops(m, T, lm_head=head)
-        t, b = timed(f, gpus * 2.0 * m.num_params())
-        phases.append(PhaseEstimate(name, key, f, gpus * 2.0 * m.num_params(), t, b,
-                                    act_mem(m, head == "all")))
+        f = forward_flops(m, cost.T, lm_head=head)
+        t, b = cost.time(f, cost.gpus * 2.0 * m.num_params())
+        phases.append(PhaseEstimate(name, key, f, cost.gpus * 2.0 * m.num_params(), t, b,
+                                    cost.memory(m, head == "all")))
 
     if recompute_old_logprobs:
         fwd("old_logprobs", "actor")
@@ -218,38 +273,29 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
     if "critic" in models:
         fwd("critic_values", "critic", head="none")
     phases.append(PhaseEstimate("advantages", "-", 10.0 * float(R.sum()), 8.0 * float(R.sum()),
-                                0.0, "memory", {"model states": resident}))
+                                0.0, "memory", {"model states": cost.resident}))
     for key in ("actor", "critic"):
-        if key not in models:
-            continue
-        m = models[key]
-        head = "all" if key == "actor" else "none"
-        f = ppo_epochs * (3 * forward_flops(m, T, lm_head=head) + 12.0 * m.num_params())
-        # per pass: bf16 weights read (forward, backward) and gradients written, then the
-        # optimizer reads and writes fp32 master weights and two moments: ~18 bytes/parameter
-        moved = ppo_epochs * gpus * 18.0 * m.num_params()
-        t, b = timed(f, moved)
-        phases.append(PhaseEstimate(f"{key}_update", key, f, moved, t, b,
-                                    act_mem(m, head == "all")))
-    w_bytes = 2.0 * actor.num_params()
-    phases.append(PhaseEstimate("weight_sync", "actor", 0.0, w_bytes * gpus,
-                                weight_sync_s(w_bytes, hw, gpus), "link",
-                                {"model states": resident, "weights": w_bytes / tp}))
-    slow = [p.name for p in phases if not np.isfinite(p.time_s)]
-    if slow:                                 # e.g. an efficiency of 1e-320: an infinite time
-        raise ValueError(f"train_efficiency={train_efficiency!r} and decode_efficiency="
-                         f"{decode_efficiency!r} give {slow[0]} an infinite time: use "
-                         "efficiencies that are realistic fractions of the peak (e.g. 0.3-1)")
+        if key in models:
+            phases.append(_update_phase(key, models[key], cost, ppo_epochs))
+    return phases
+
+
+def _update_phase(key: str, m, cost: _TrainCost, ppo_epochs: int) -> PhaseEstimate:
+    """A model's update: ppo_epochs x (forward + backward, 3 forwards, + AdamW's 12 N)."""
+    head = "all" if key == "actor" else "none"
+    f = ppo_epochs * (3 * forward_flops(m, cost.T, lm_head=head) + 12.0 * m.num_params())
+    # per pass: bf16 weights read (forward, backward) and gradients written, then the
+    # optimizer reads and writes fp32 master weights and two moments: ~18 bytes/parameter
+    moved = ppo_epochs * cost.gpus * 18.0 * m.num_params()
+    t, b = cost.time(f, moved)
+    return PhaseEstimate(f"{key}_update", key, f, moved, t, b, cost.memory(m, head == "all"))
+
+
+def _memory_verdict(phases, hw) -> tuple:
+    """(fits, overflow message or None) of the phase that needs the most memory per GPU."""
     worst = max(phases, key=lambda p: p.per_gpu_memory_bytes)
-    fits = worst.per_gpu_memory_bytes <= hw.hbm_bytes
+    if worst.per_gpu_memory_bytes <= hw.hbm_bytes:
+        return True, None
     parts = " + ".join(f"{k} {v / 1e9:.1f} GB" for k, v in worst.memory_parts.items() if v)
-    overflow = None if fits else (
-        f"{worst.name} needs {worst.per_gpu_memory_bytes / 1e9:.1f} GB per GPU ({parts}); "
-        f"{hw.name} has {hw.hbm_bytes / 1e9:.0f} GB")
-    inputs = dict(actor=actor, hardware=hw, prompts=prompts, group_size=group_size,
-                  prompt_len=prompt_len, response_len=response_len, gpus=gpus, critic=critic,
-                  reference=reference, reward=reward, kl_coef=kl_coef, ppo_epochs=ppo_epochs,
-                  recompute_old_logprobs=recompute_old_logprobs,
-                  train_efficiency=train_efficiency, decode_efficiency=decode_efficiency,
-                  dtype=dtype)
-    return RLStepEstimate(algo, hw.name, gpus, tp, tuple(phases), fits, overflow, inputs)
+    return False, (f"{worst.name} needs {worst.per_gpu_memory_bytes / 1e9:.1f} GB per GPU "
+                   f"({parts}); {hw.name} has {hw.hbm_bytes / 1e9:.0f} GB")
