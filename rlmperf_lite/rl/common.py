@@ -2,7 +2,8 @@
 that a config fits its task, the result record (book Part I)."""
 from __future__ import annotations
 
-from contextlib import nullcontext
+import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,7 +15,7 @@ from ..tasks import AdditionTask
 from .evaluate import evaluate
 from .losses import AGG_MODES
 
-__all__ = ["RLConfig", "RLResult", "lr_factor", "check_fits_task", "check_run_args",
+__all__ = ["RLConfig", "RLResult", "timed", "lr_factor", "check_fits_task", "check_run_args",
            "blas_limits", "step_range", "flops_since", "end_step"]
 
 
@@ -104,6 +105,17 @@ class RLResult:
     base_params: dict = field(default_factory=dict)
     """The warm-start model (reference policy)."""
     warmstart_s: float = 0.0
+
+
+@contextmanager
+def timed(times: dict, key: str):
+    """Add the block's wall time in seconds to ``times[key]``, as in
+    ``with timed(times, "rollout_s"):``."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        times[key] = times.get(key, 0.0) + time.perf_counter() - start
 
 
 def lr_factor(step: int, c: RLConfig) -> float:

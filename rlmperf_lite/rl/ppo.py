@@ -22,7 +22,7 @@ from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, init_value_params, l
                   logps_forward, token_entropy, token_logps, values_backward, values_forward)
 from ..tasks import AdditionTask
 from .common import (RLConfig, RLResult, blas_limits, check_fits_task, check_run_args,
-                     end_step, flops_since, lr_factor, step_range)
+                     end_step, flops_since, lr_factor, step_range, timed)
 from .gae import gae
 from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss,
                      policy_loss_grad, value_loss, value_loss_grad)
@@ -91,93 +91,110 @@ def train_ppo(config: PPOConfig = PPOConfig(), *, task: AdditionTask | None = No
 
 
 def _train(c: PPOConfig, task, progress, on_step, eval_every, stop_at_accuracy) -> RLResult:
-    cfg = c.model
     check_fits_task(c, task)
     rng_init, rng_data, rng_sample, rng_mb = np.random.default_rng(c.seed).spawn(4)
     t0 = time.perf_counter()
-    params, _ = warm_start(cfg, task, rng_init, max_steps=c.warmstart_max_steps,
+    params, _ = warm_start(c.model, task, rng_init, max_steps=c.warmstart_max_steps,
                            target_accuracy=c.warmstart_target_accuracy)
-    vparams = init_value_params(cfg, rng_init, from_params=params)
+    vparams = init_value_params(c.model, rng_init, from_params=params)
     result = RLResult(params=params, base_params={k: v.copy() for k, v in params.items()},
                       warmstart_s=time.perf_counter() - t0)
     opt = AdamW(params, lr=c.lr, betas=c.adam_betas)
     vopt = AdamW(vparams, lr=c.critic_lr, betas=c.adam_betas)
-    P, n = task.prompt_len, c.num_prompts
     steps = step_range(c, "PPO", progress)
     for step in steps:
         times, flops_before = {}, dict(COUNTER.counts)
         opt.lr, vopt.lr = c.lr * lr_factor(step, c), c.critic_lr * lr_factor(step, c)
-        t = time.perf_counter()
-        prompts, pairs = task.sample_prompts(rng_data, n)
-        rollout = generate(params, prompts, cfg, max_new_tokens=c.max_new_tokens,
-                           eos_id=task.eos_id, pad_id=task.pad_id,
-                           temperature=c.temperature, rng=rng_sample)
-        tokens, mask, old_logps = rollout.tokens, rollout.completion_mask, rollout.per_token_logps
-        R = mask.shape[1]                                                    # (n, R) arrays
-        times["rollout_s"] = (t2 := time.perf_counter()) - t
-        token_rewards = np.zeros_like(mask)
-        rewards = task.reward(pairs, tokens[:, P:])
-        token_rewards[np.arange(n), mask.sum(axis=1).astype(int) - 1] = rewards
-        if c.kl_coef > 0:
-            with COUNTER.phase("reference"):
-                ref = token_logps(result.base_params, tokens, cfg, c.temperature)[:, P - 1:]
-            if c.kl_in == "reward":                         # KL penalty in the reward (k1)
-                token_rewards -= c.kl_coef * kl_estimate(old_logps, ref, "k1") * mask
-        times["reward_s"] = (t := time.perf_counter()) - t2
-        with COUNTER.phase("values"):
-            old_values = values_forward(vparams, tokens, cfg)[0][:, P - 1:P - 1 + R]
-        times["values_s"] = (t2 := time.perf_counter()) - t
-        advantages, returns = gae(token_rewards, old_values, mask, c.gamma, c.lam)
-        if c.norm_adv:
-            mean = (advantages * mask).sum() / mask.sum()
-            std = np.sqrt((((advantages - mean) * mask) ** 2).sum() / mask.sum())
-            advantages = (advantages - mean) / (std + 1e-8) * mask
-        times["advantages_s"] = (t := time.perf_counter()) - t2
-        logs = []
-        for _ in range(c.ppo_epochs):
-            for mb in np.array_split(rng_mb.permutation(n), c.num_minibatches):
-                weights = aggregate_weights(mask[mb], c.loss_agg_mode, max_len=c.max_new_tokens)
-                with COUNTER.phase("train_forward"):
-                    logps_all, cache = logps_forward(params, tokens[mb], cfg, c.temperature)
-                logps = logps_all[:, P - 1:]
-                _, metrics = policy_loss(logps, old_logps[mb], advantages[mb], mask[mb],
-                                         clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps)
-                dloss = policy_loss_grad(logps, old_logps[mb], advantages[mb], mask[mb],
-                                         clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps)
-                if c.kl_coef > 0:
-                    kl = kl_estimate(logps, ref[mb]) * mask[mb]            # k3, for the logs
-                    metrics["kl_ref"] = float(kl.sum() / mask[mb].sum())
-                    if c.kl_in == "loss":
-                        dloss = dloss + c.kl_coef * kl_estimate_grad(logps, ref[mb]) * mask[mb]
-                dlogps = np.zeros_like(logps_all)
-                dlogps[:, P - 1:] = weights * dloss
-                with COUNTER.phase("train_backward"):
-                    grads = logps_backward(dlogps, cache)
-                metrics["grad_norm"] = clip_grad_norm(grads, c.max_grad_norm)
-                opt.step(params, grads)
-                with COUNTER.phase("critic_forward"):
-                    values_all, vcache = values_forward(vparams, tokens[mb], cfg)
-                values = values_all[:, P - 1:P - 1 + R]
-                vloss, vmetrics = value_loss(values, old_values[mb], returns[mb], mask[mb],
-                                             clip_eps=c.vf_clip_eps)
-                dvalues = np.zeros_like(values_all)
-                dvalues[:, P - 1:P - 1 + R] = weights * value_loss_grad(
-                    values, old_values[mb], returns[mb], mask[mb], clip_eps=c.vf_clip_eps)
-                with COUNTER.phase("critic_backward"):
-                    vgrads = values_backward(dvalues, vcache)
-                clip_grad_norm(vgrads, c.max_grad_norm)
-                vopt.step(vparams, vgrads)
-                entropy = token_entropy(cache)[:, P - 1:]
-                logs.append({**metrics, **vmetrics, "value_loss": float((weights * vloss).sum()),
-                             "entropy": float((entropy * mask[mb]).sum() / mask[mb].sum())})
-        times["update_s"] = time.perf_counter() - t
-        row = {"step": step, "reward_mean": float(rewards.mean()),
-               "reward_std": float(rewards.std()),
-               "response_length": float(mask.sum(axis=1).mean()),
+        b = _experience(params, vparams, result.base_params, c, task, rng_data, rng_sample, times)
+        with timed(times, "update_s"):
+            logs = [_minibatch_update(params, vparams, opt, vopt, b, mb, c, task.prompt_len)
+                    for _ in range(c.ppo_epochs)
+                    for mb in np.array_split(rng_mb.permutation(c.num_prompts),
+                                             c.num_minibatches)]
+        row = {"step": step, "reward_mean": float(b["rewards"].mean()),
+               "reward_std": float(b["rewards"].std()),
+               "response_length": float(b["mask"].sum(axis=1).mean()),
                **{k: _mean(log[k] for log in logs) for k in logs[0]},
-               **times, "step_s": sum(times.values()), "response_width": int(R),
+               **times, "step_s": sum(times.values()), "response_width": int(b["mask"].shape[1]),
                **flops_since(flops_before)}
         if end_step(row, step=step, c=c, params=params, task=task, result=result, steps=steps,
                     on_step=on_step, eval_every=eval_every, stop_at_accuracy=stop_at_accuracy):
             break
     return result
+
+
+def _experience(params, vparams, ref_params, c: PPOConfig, task, rng_data, rng_sample,
+                times: dict) -> dict:
+    """One step's rollout, rewards (KL in the reward when ``kl_in="reward"``), values and GAE
+    advantages: {tokens (n, P+R), mask, old_logps, ref (or None), old_values, advantages,
+    returns (n, R), rewards (n,)}, timing each phase into ``times``."""
+    cfg, P, n = c.model, task.prompt_len, c.num_prompts
+    with timed(times, "rollout_s"):
+        prompts, pairs = task.sample_prompts(rng_data, n)
+        rollout = generate(params, prompts, cfg, max_new_tokens=c.max_new_tokens,
+                           eos_id=task.eos_id, pad_id=task.pad_id,
+                           temperature=c.temperature, rng=rng_sample)
+    tokens, mask, old_logps = rollout.tokens, rollout.completion_mask, rollout.per_token_logps
+    R, ref = mask.shape[1], None
+    with timed(times, "reward_s"):
+        token_rewards = np.zeros_like(mask)
+        rewards = task.reward(pairs, tokens[:, P:])
+        token_rewards[np.arange(n), mask.sum(axis=1).astype(int) - 1] = rewards  # last token
+        if c.kl_coef > 0:
+            with COUNTER.phase("reference"):
+                ref = token_logps(ref_params, tokens, cfg, c.temperature)[:, P - 1:]
+            if c.kl_in == "reward":                         # KL penalty in the reward (k1)
+                token_rewards -= c.kl_coef * kl_estimate(old_logps, ref, "k1") * mask
+    with timed(times, "values_s"), COUNTER.phase("values"):
+        old_values = values_forward(vparams, tokens, cfg)[0][:, P - 1:P - 1 + R]
+    with timed(times, "advantages_s"):
+        advantages, returns = gae(token_rewards, old_values, mask, c.gamma, c.lam)
+        if c.norm_adv:                                      # over the batch's tokens
+            mean = (advantages * mask).sum() / mask.sum()
+            std = np.sqrt((((advantages - mean) * mask) ** 2).sum() / mask.sum())
+            advantages = (advantages - mean) / (std + 1e-8) * mask
+    return dict(tokens=tokens, mask=mask, old_logps=old_logps, ref=ref, old_values=old_values,
+                advantages=advantages, returns=returns, rewards=rewards)
+
+
+def _minibatch_update(params, vparams, opt, vopt, b: dict, mb, c: PPOConfig, P: int) -> dict:
+    """One AdamW step of the policy on the clipped surrogate (plus k3 in the loss when
+    ``kl_in="loss"``) and one of the critic on the clipped value loss, over rows ``mb`` of the
+    batch ``b``; returns the minibatch's metrics."""
+    cfg, mask, R = c.model, b["mask"][mb], b["mask"].shape[1]
+    old_logps, adv = b["old_logps"][mb], b["advantages"][mb]
+    weights = aggregate_weights(mask, c.loss_agg_mode, max_len=c.max_new_tokens)
+    with COUNTER.phase("train_forward"):
+        logps_all, cache = logps_forward(params, b["tokens"][mb], cfg, c.temperature)
+    logps = logps_all[:, P - 1:]
+    _, metrics = policy_loss(logps, old_logps, adv, mask, clip_eps_low=c.clip_eps,
+                             clip_eps_high=c.clip_eps)
+    dloss = policy_loss_grad(logps, old_logps, adv, mask, clip_eps_low=c.clip_eps,
+                             clip_eps_high=c.clip_eps)
+    if c.kl_coef > 0:
+        ref = b["ref"][mb]
+        kl = kl_estimate(logps, ref) * mask                                # k3, for the logs
+        metrics["kl_ref"] = float(kl.sum() / mask.sum())
+        if c.kl_in == "loss":
+            dloss = dloss + c.kl_coef * kl_estimate_grad(logps, ref) * mask
+    dlogps = np.zeros_like(logps_all)
+    dlogps[:, P - 1:] = weights * dloss
+    with COUNTER.phase("train_backward"):
+        grads = logps_backward(dlogps, cache)
+    metrics["grad_norm"] = clip_grad_norm(grads, c.max_grad_norm)
+    opt.step(params, grads)
+    with COUNTER.phase("critic_forward"):
+        values_all, vcache = values_forward(vparams, b["tokens"][mb], cfg)
+    values = values_all[:, P - 1:P - 1 + R]
+    old_values, returns = b["old_values"][mb], b["returns"][mb]
+    vloss, vmetrics = value_loss(values, old_values, returns, mask, clip_eps=c.vf_clip_eps)
+    dvalues = np.zeros_like(values_all)
+    dvalues[:, P - 1:P - 1 + R] = weights * value_loss_grad(values, old_values, returns, mask,
+                                                            clip_eps=c.vf_clip_eps)
+    with COUNTER.phase("critic_backward"):
+        vgrads = values_backward(dvalues, vcache)
+    clip_grad_norm(vgrads, c.max_grad_norm)
+    vopt.step(vparams, vgrads)
+    entropy = token_entropy(cache)[:, P - 1:]
+    return {**metrics, **vmetrics, "value_loss": float((weights * vloss).sum()),
+            "entropy": float((entropy * mask).sum() / mask.sum())}
