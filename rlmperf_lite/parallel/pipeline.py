@@ -113,6 +113,28 @@ def pipeline_grads(params: dict, cfg: TinyLMConfig, tokens, dlogps_fn, *, pp: in
             ``tokens`` or ``temperature``, or ``dlogps_fn`` returning the wrong shape.
     """
     tokens = check_tokens(tokens, cfg)
+    layers = _check_pipeline_args(cfg, tokens, pp, microbatches, schedule, interleave,
+                                  temperature)
+    if group is None:
+        group = ProcessGroup(pp, name="pp")
+    elif group.size != pp:
+        raise ValueError(f"group has {group.size} ranks, pp={pp} needs {pp}")
+    timeline = schedule_timeline(make_schedule(schedule, pp, microbatches, interleave))
+    run = _PipelineRun(params, cfg, tokens, layers, pp, interleave, microbatches, group,
+                       temperature, dlogps_fn)
+    for rec in timeline.records:
+        k = rec["chunk"] * pp + rec["stage"]                   # virtual stage
+        op = run.forward if rec["op"] == "F" else run.backward
+        op(rec["stage"], rec["microbatch"], k)
+    merged = {}
+    for g in run.grads:
+        merged.update(g)
+    return run.per_token_logps, merged, timeline
+
+
+def _check_pipeline_args(cfg, tokens, pp, microbatches, schedule, interleave,
+                         temperature) -> list:
+    """The checks of :func:`pipeline_grads`; returns the blocks of each virtual stage."""
     check_choice("schedule", schedule, SCHEDULES)
     check_int("interleave", interleave, 1)
     if schedule != "interleaved" and interleave != 1:
@@ -120,77 +142,79 @@ def pipeline_grads(params: dict, cfg: TinyLMConfig, tokens, dlogps_fn, *, pp: in
                          f"schedule={schedule!r}")
     layers = stage_layers(cfg.num_layers, pp, interleave)      # virtual stage k -> its blocks
     check_int("microbatches", microbatches, 1)
-    n, T = tokens.shape
-    if n % microbatches:
-        raise ValueError(f"microbatches={microbatches} must divide the batch of n={n} sequences")
+    if len(tokens) % microbatches:
+        raise ValueError(f"microbatches={microbatches} must divide the batch of "
+                         f"n={len(tokens)} sequences")
     check_number("temperature", temperature, low=0, low_open=True)
-    if group is None:
-        group = ProcessGroup(pp, name="pp")
-    elif group.size != pp:
-        raise ValueError(f"group has {group.size} ranks, pp={pp} needs {pp}")
-    timeline = schedule_timeline(make_schedule(schedule, pp, microbatches, interleave))
+    return layers
 
-    # what each rank holds: its blocks' weights, plus the embeddings (first) and head (last)
-    last = pp * interleave - 1                                 # the last virtual stage
-    held = [{} for _ in range(pp)]
-    for k, blocks in enumerate(layers):                        # virtual stage k is on rank k % pp
-        for i in blocks:
-            held[k % pp].update({name: w for name, w in params.items()
-                                 if name.startswith(f"h{i}.")})
-    held[0].update(wte=params["wte"], wpe=params["wpe"])
-    held[-1].update(ln_f=params["ln_f"], lm_head=params["lm_head"])
-    grads = [{} for _ in range(pp)]          # per rank: its weights' gradients, summed over mbs
-    inbox = [{} for _ in range(pp)]          # per rank: (op, mb, k) -> array received
-    saved = [{} for _ in range(pp)]          # per rank: (mb, k) -> caches kept from F to B
-    per_token_logps = None                   # (n, T-1), on the last rank
-    nb = n // microbatches                   # rows per microbatch
 
-    for rec in timeline.records:
-        s, mb = rec["stage"], rec["microbatch"]
-        k = rec["chunk"] * pp + s                              # virtual stage
-        rows = slice(mb * nb, (mb + 1) * nb)
-        if rec["op"] == "F":
-            if k == 0:
-                x, emb = embedding_forward(held[s]["wte"], held[s]["wpe"], tokens[rows])
-            else:
-                x, emb = inbox[s].pop(("F", mb, k)), None      # (n/m, T, D)
-            blocks = []
-            for i in layers[k]:
-                x, c_block = block_forward(held[s], i, x, cfg)  # (n/m, T, D)
-                blocks.append(c_block)
-            head = None
-            if k == last:
-                logps, head = _head_forward(x, held[s]["ln_f"], held[s]["lm_head"],
-                                            tokens[rows], cfg, temperature)
-                if per_token_logps is None:
-                    per_token_logps = np.zeros((n, T - 1), dtype=logps.dtype)
-                per_token_logps[rows] = logps
-            else:
-                dst = (k + 1) % pp
-                inbox[dst][("F", mb, k + 1)] = group.send(x, src=s, dst=dst)
-            saved[s][(mb, k)] = (emb, blocks, head)
+class _PipelineRun:
+    """The pp simulated ranks while a schedule runs: the weights each holds, its gradients
+    summed over microbatches, its inbox of sent arrays and the caches kept from F to B."""
+
+    def __init__(self, params, cfg, tokens, layers, pp, interleave, microbatches, group,
+                 temperature, dlogps_fn):
+        self.cfg, self.tokens, self.layers, self.pp, self.group = cfg, tokens, layers, pp, group
+        self.temperature, self.dlogps_fn = temperature, dlogps_fn
+        self.last = pp * interleave - 1                        # the last virtual stage
+        self.nb = len(tokens) // microbatches                  # rows per microbatch
+        # what each rank holds: its blocks' weights, plus the embeddings (first), head (last)
+        self.held = [{} for _ in range(pp)]
+        for k, blocks in enumerate(layers):                    # virtual stage k on rank k % pp
+            for i in blocks:
+                self.held[k % pp].update({name: w for name, w in params.items()
+                                          if name.startswith(f"h{i}.")})
+        self.held[0].update(wte=params["wte"], wpe=params["wpe"])
+        self.held[-1].update(ln_f=params["ln_f"], lm_head=params["lm_head"])
+        self.grads = [{} for _ in range(pp)]   # per rank: {weight: gradient}
+        self.inbox = [{} for _ in range(pp)]   # per rank: (op, mb, k) -> array received
+        self.saved = [{} for _ in range(pp)]   # per rank: (mb, k) -> caches kept from F to B
+        self.per_token_logps = None            # (n, T-1), on the last rank
+
+    def forward(self, s: int, mb: int, k: int) -> None:
+        """Op F of microbatch ``mb`` on virtual stage k (rank s)."""
+        rows, held = slice(mb * self.nb, (mb + 1) * self.nb), self.held[s]
+        if k == 0:
+            x, emb = embedding_forward(held["wte"], held["wpe"], self.tokens[rows])
         else:
-            emb, blocks, head = saved[s].pop((mb, k))          # free the activations
-            if k == last:
-                dlogps = np.asarray(dlogps_fn(per_token_logps[rows], rows))
-                if dlogps.shape != (nb, T - 1):
-                    raise ValueError(f"dlogps_fn must return shape {(nb, T - 1)} for rows "
-                                     f"{rows}, got {dlogps.shape}")
-                dx, g = _head_backward(dlogps, head)           # (n/m, T, D)
-                _add(grads[s], g)
-            else:
-                dx = inbox[s].pop(("B", mb, k))                # (n/m, T, D)
-            for c_block in reversed(blocks):
-                dx, g = block_backward(dx, c_block)
-                _add(grads[s], g)
-            if k == 0:
-                dwte, dwpe = embedding_backward(dx, emb)
-                _add(grads[s], {"wte": dwte, "wpe": dwpe})
-            else:
-                dst = (k - 1) % pp
-                inbox[dst][("B", mb, k - 1)] = group.send(dx, src=s, dst=dst)
+            x, emb = self.inbox[s].pop(("F", mb, k)), None     # (n/m, T, D)
+        blocks = []
+        for i in self.layers[k]:
+            x, c_block = block_forward(held, i, x, self.cfg)   # (n/m, T, D)
+            blocks.append(c_block)
+        head = None
+        if k == self.last:
+            logps, head = _head_forward(x, held["ln_f"], held["lm_head"], self.tokens[rows],
+                                        self.cfg, self.temperature)
+            if self.per_token_logps is None:
+                n, T = self.tokens.shape
+                self.per_token_logps = np.zeros((n, T - 1), dtype=logps.dtype)
+            self.per_token_logps[rows] = logps
+        else:
+            dst = (k + 1) % self.pp
+            self.inbox[dst][("F", mb, k + 1)] = self.group.send(x, src=s, dst=dst)
+        self.saved[s][(mb, k)] = (emb, blocks, head)
 
-    merged = {}
-    for g in grads:
-        merged.update(g)
-    return per_token_logps, merged, timeline
+    def backward(self, s: int, mb: int, k: int) -> None:
+        """Op B of microbatch ``mb`` on virtual stage k (rank s)."""
+        rows, nb, T = slice(mb * self.nb, (mb + 1) * self.nb), self.nb, self.tokens.shape[1]
+        emb, blocks, head = self.saved[s].pop((mb, k))         # free the activations
+        if k == self.last:
+            dlogps = np.asarray(self.dlogps_fn(self.per_token_logps[rows], rows))
+            if dlogps.shape != (nb, T - 1):
+                raise ValueError(f"dlogps_fn must return shape {(nb, T - 1)} for rows "
+                                 f"{rows}, got {dlogps.shape}")
+            dx, g = _head_backward(dlogps, head)               # (n/m, T, D)
+            _add(self.grads[s], g)
+        else:
+            dx = self.inbox[s].pop(("B", mb, k))               # (n/m, T, D)
+        for c_block in reversed(blocks):
+            dx, g = block_backward(dx, c_block)
+            _add(self.grads[s], g)
+        if k == 0:
+            dwte, dwpe = embedding_backward(dx, emb)
+            _add(self.grads[s], {"wte": dwte, "wpe": dwpe})
+        else:
+            dst = (k - 1) % self.pp
+            self.inbox[dst][("B", mb, k - 1)] = self.group.send(dx, src=s, dst=dst)
