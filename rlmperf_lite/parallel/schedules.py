@@ -188,6 +188,30 @@ def schedule_timeline(schedule: list, forward_time: float = 1.0,
     """
     check_number("forward_time", forward_time, low=0, low_open=True)
     check_number("backward_time", backward_time, low=0, low_open=True)
+    _check_schedule(schedule)
+    pp = len(schedule)
+    ops = [[(o[0], int(o[1]), int(o[2]) if len(o) > 2 else 0) for o in stage]
+           for stage in schedule]
+    v = 1 + max((c for stage in ops for _, _, c in stage), default=0)
+    duration = {"F": forward_time / v, "B": backward_time / v}
+    records, free_at, nxt = _run_ops(ops, duration, last=pp * v - 1)
+    stuck = [s for s in range(pp) if nxt[s] < len(ops[s])]
+    if stuck:
+        s = stuck[0]
+        raise ValueError(f"schedule can never finish: stage {s} waits forever at op "
+                         f"{schedule[s][nxt[s]]!r} (its input is never produced before it)")
+    records.sort(key=lambda r: (r["start"], r["stage"]))
+    busy = np.array([sum(duration[kind] for kind, _, _ in stage) for stage in ops])  # (p,)
+    makespan = max(free_at)
+    peak = np.zeros(pp, dtype=int)                                  # (p,)
+    for s, stage in enumerate(ops):
+        kept = np.cumsum([1 if kind == "F" else -1 for kind, _, _ in stage])
+        peak[s] = max(kept.max(initial=0), 0)
+    return PipelineTimeline(records, makespan, busy, makespan - busy, peak)
+
+
+def _check_schedule(schedule) -> None:
+    """ValueError unless ``schedule`` is a non-empty list, per stage, of lists of ops."""
     if not isinstance(schedule, (list, tuple)) or not schedule or \
             any(not isinstance(ops, (list, tuple)) for ops in schedule):
         raise ValueError("schedule must be a non-empty list, per stage, of lists of ops such as "
@@ -198,12 +222,12 @@ def schedule_timeline(schedule: list, forward_time: float = 1.0,
                 raise ValueError(f"schedule[{s}] holds {o!r}, not an op: each op is a tuple "
                                  f"('F' or 'B', microbatch) or ('F' or 'B', microbatch, chunk) "
                                  f"with ints >= 0, e.g. ('F', 0)")
-    pp = len(schedule)
-    ops = [[(o[0], int(o[1]), int(o[2]) if len(o) > 2 else 0) for o in stage]
-           for stage in schedule]
-    v = 1 + max((c for stage in ops for _, _, c in stage), default=0)
-    last = pp * v - 1                                               # last virtual stage
-    duration = {"F": forward_time / v, "B": backward_time / v}
+
+
+def _run_ops(ops, duration: dict, last: int) -> tuple:
+    """Sweep the stages, running every op whose inputs exist, until none can run: returns
+    (records, each stage's free time, each stage's next op index)."""
+    pp = len(ops)
     end = {}                                                         # (kind, mb, vstage) -> end
     records, free_at, nxt = [], [0.0] * pp, [0] * pp
 
@@ -213,7 +237,7 @@ def schedule_timeline(schedule: list, forward_time: float = 1.0,
         return [("F", mb, k)] + ([("B", mb, k + 1)] if k < last else [])
 
     progress = True
-    while progress:                  # sweep the stages, running every op whose inputs exist
+    while progress:
         progress = False
         for s in range(pp):
             while nxt[s] < len(ops[s]):
@@ -228,16 +252,4 @@ def schedule_timeline(schedule: list, forward_time: float = 1.0,
                                 "start": start, "end": free_at[s]})
                 nxt[s] += 1
                 progress = True
-    stuck = [s for s in range(pp) if nxt[s] < len(ops[s])]
-    if stuck:
-        s = stuck[0]
-        raise ValueError(f"schedule can never finish: stage {s} waits forever at op "
-                         f"{schedule[s][nxt[s]]!r} (its input is never produced before it)")
-    records.sort(key=lambda r: (r["start"], r["stage"]))
-    busy = np.array([sum(duration[kind] for kind, _, _ in stage) for stage in ops])  # (p,)
-    makespan = max(free_at)
-    peak = np.zeros(pp, dtype=int)                                  # (p,)
-    for s, stage in enumerate(ops):
-        kept = np.cumsum([1 if kind == "F" else -1 for kind, _, _ in stage])
-        peak[s] = max(kept.max(initial=0), 0)
-    return PipelineTimeline(records, makespan, busy, makespan - busy, peak)
+    return records, free_at, nxt
