@@ -211,6 +211,37 @@ def ep_moe_forward(x_per_rank: list, params_per_rank: list, top_k: int, group: P
         ValueError: E not divisible by ep, top_k not in [1, E], an x_per_rank[r] that is not a
             floating (N_r, D) array, or renormalize not a bool.
     """
+    x_per_rank, E, El = _check_ep_args(x_per_rank, params_per_rank, group, renormalize)
+    ep = group.size
+    # 1. route locally; sort each rank's (token, choice) pairs by destination rank, local expert
+    routed = [_route(x, p["w_router"], top_k, renormalize, El, ep)
+              for x, p in zip(x_per_rank, params_per_rank)]
+    routes = [r for r, _, _ in routed]
+    # 2. dispatch: token counts per local expert, then the tokens themselves
+    recv_counts = group.all_to_all([c for _, _, c in routed])            # [dst][src] (El,)
+    recv = group.all_to_all([sends for _, sends, _ in routed])           # [dst][src] (M, D)
+    # 3. every rank runs each of its experts once on the rows gathered from all sources
+    outs, expert_caches = [], []
+    for d in range(ep):
+        out, caches = _run_local_experts(recv[d], recv_counts[d], params_per_rank[d], El)
+        outs.append(out)                                                 # [src] (M, D)
+        expert_caches.append((caches, recv_counts[d]))
+    # 4. combine: outputs go back to the tokens' ranks, weighted by the gates there
+    back = group.all_to_all(outs)                                        # [src][dst] (M, D)
+    ys = []
+    for r, (x, rt) in enumerate(zip(x_per_rank, routes)):
+        o = np.concatenate(back[r])                                      # (N_r k, D), send order
+        rt["o"] = o
+        y = np.zeros_like(x)                                             # (N_r, D)
+        np.add.at(y, rt["tok"], rt["gates"][rt["tok"], rt["slot"], None] * o)
+        ys.append(y)
+    cache = {"routes": routes, "expert_caches": expert_caches, "El": El,
+             "experts": [rt["experts"] for rt in routes]}
+    return ys, cache
+
+
+def _check_ep_args(x_per_rank, params_per_rank, group, renormalize) -> tuple:
+    """The checks of :func:`ep_moe_forward`: returns (checked x_per_rank, E, E / ep)."""
     if not isinstance(group, ProcessGroup):
         raise ValueError(f"group must be a ProcessGroup, got {type(group).__name__}")
     ep = group.size
@@ -226,51 +257,40 @@ def ep_moe_forward(x_per_rank: list, params_per_rank: list, top_k: int, group: P
     if E % ep or El != E // ep:
         raise ValueError(f"E={E} experts must be divisible by ep={ep}, with E/ep on each rank "
                          f"(got {El}); use shard_experts")
-    # 1. route locally; sort each rank's (token, choice) pairs by destination rank, local expert
-    routes, sends, counts = [], [], []
-    for r, x in enumerate(x_per_rank):
-        (experts, gates), r_cache = router_forward(x, params_per_rank[r]["w_router"], top_k,
-                                                   renormalize)
-        tok, slot = np.nonzero(np.ones_like(experts, bool))              # all N_r k pairs
-        e = experts[tok, slot]
-        order = np.argsort(e, kind="stable")                             # by owner, then expert
-        tok, slot, e = tok[order], slot[order], e[order]
-        owner = e // El
-        routes.append({"tok": tok, "slot": slot, "owner": owner, "gates": gates,
-                       "experts": experts, "router": r_cache})
-        sends.append([x[tok[owner == d]] for d in range(ep)])            # ep x (M_rd, D)
-        counts.append([np.bincount(e[owner == d] % El, minlength=El) for d in range(ep)])
-    # 2. dispatch: token counts per local expert, then the tokens themselves
-    recv_counts = group.all_to_all(counts)                               # [dst][src] (El,)
-    recv = group.all_to_all(sends)                                       # [dst][src] (M, D)
-    # 3. every rank runs each of its experts once on the rows gathered from all sources
-    outs, expert_caches = [], []
-    for d in range(ep):
-        seg = [np.split(recv[d][s], np.cumsum(recv_counts[d][s])[:-1]) for s in range(ep)]
-        out_seg = [[None] * El for _ in range(ep)]
-        caches = []
-        for le in range(El):
-            rows = np.concatenate([seg[s][le] for s in range(ep)])       # (M_le, D)
-            o, c = _expert_forward(rows, params_per_rank[d]["w_up"][le],
-                                   params_per_rank[d]["w_down"][le])
-            parts = np.split(o, np.cumsum([len(seg[s][le]) for s in range(ep)])[:-1])
-            for s in range(ep):
-                out_seg[s][le] = parts[s]
-            caches.append(c)
-        outs.append([np.concatenate(out_seg[s]) for s in range(ep)])    # [src] (M, D)
-        expert_caches.append((caches, recv_counts[d]))
-    # 4. combine: outputs go back to the tokens' ranks, weighted by the gates there
-    back = group.all_to_all(outs)                                        # [src][dst] (M, D)
-    ys = []
-    for r, (x, rt) in enumerate(zip(x_per_rank, routes)):
-        o = np.concatenate(back[r])                                      # (N_r k, D), send order
-        rt["o"] = o
-        y = np.zeros_like(x)                                             # (N_r, D)
-        np.add.at(y, rt["tok"], rt["gates"][rt["tok"], rt["slot"], None] * o)
-        ys.append(y)
-    cache = {"routes": routes, "expert_caches": expert_caches, "El": El,
-             "experts": [rt["experts"] for rt in routes]}
-    return ys, cache
+    return x_per_rank, E, El
+
+
+def _route(x, w_router, top_k, renormalize, El, ep) -> tuple:
+    """One rank's routing: (route record, the rows to send to each rank ep x (M_rd, D), the
+    token count per local expert of each destination ep x (El,))."""
+    (experts, gates), r_cache = router_forward(x, w_router, top_k, renormalize)
+    tok, slot = np.nonzero(np.ones_like(experts, bool))                  # all N_r k pairs
+    e = experts[tok, slot]
+    order = np.argsort(e, kind="stable")                                 # by owner, then expert
+    tok, slot, e = tok[order], slot[order], e[order]
+    owner = e // El
+    route = {"tok": tok, "slot": slot, "owner": owner, "gates": gates, "experts": experts,
+             "router": r_cache}
+    sends = [x[tok[owner == d]] for d in range(ep)]
+    counts = [np.bincount(e[owner == d] % El, minlength=El) for d in range(ep)]
+    return route, sends, counts
+
+
+def _run_local_experts(recv, recv_counts, params, El) -> tuple:
+    """Rank d's experts, each once on the rows all sources sent it: (outputs per source
+    [src] (M, D), the experts' caches)."""
+    ep = len(recv)
+    seg = [np.split(recv[s], np.cumsum(recv_counts[s])[:-1]) for s in range(ep)]
+    out_seg = [[None] * El for _ in range(ep)]
+    caches = []
+    for le in range(El):
+        rows = np.concatenate([seg[s][le] for s in range(ep)])           # (M_le, D)
+        o, c = _expert_forward(rows, params["w_up"][le], params["w_down"][le])
+        parts = np.split(o, np.cumsum([len(seg[s][le]) for s in range(ep)])[:-1])
+        for s in range(ep):
+            out_seg[s][le] = parts[s]
+        caches.append(c)
+    return [np.concatenate(out_seg[s]) for s in range(ep)], caches
 
 
 def ep_moe_backward(dy_per_rank: list, cache, group: ProcessGroup):
