@@ -92,6 +92,38 @@ def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, e
     Raises:
         ValueError: naming the bad argument.
     """
+    prompts = _check_generate_args(prompts, cfg, max_new_tokens, eos_id, pad_id, group_size,
+                                   temperature, rng)
+    B, P = prompts.shape
+    n, G, R = B * group_size, group_size, max_new_tokens
+    with COUNTER.phase("prefill"):
+        hf, cache = forward(params, prompts, cfg)                            # (B, P, D)
+        logits = np.repeat(mm(hf[:, -1], params["lm_head"]), G, axis=0)      # (n, V)
+    kcache, vcache = _kv_buffers(cache, G, P + R, params["wte"].dtype)
+    out = np.full((n, R), pad_id, dtype=np.int64)
+    logps = np.zeros((n, R), dtype=params["wte"].dtype)
+    mask = np.zeros((n, R), dtype=np.float32)
+    finished = np.zeros(n, dtype=bool)
+    steps = 0
+    with COUNTER.phase("decode"):
+        for j in range(R):
+            tok, logp = _sample(logits, temperature, rng)
+            live = ~finished
+            out[live, j], logps[live, j], mask[live, j] = tok[live], logp[live], 1.0
+            finished |= live & (tok == eos_id)
+            if finished.all() or j == R - 1:
+                break
+            logits = _decode_step(params, cfg, out[:, j], P + j, kcache, vcache)
+            steps += 1
+    width = j + 1
+    tokens = np.concatenate([np.repeat(prompts, G, axis=0), out[:, :width]], axis=1)
+    return Rollout(tokens=tokens, completion_mask=mask[:, :width],
+                   per_token_logps=logps[:, :width], prompt_len=P, num_decode_steps=steps)
+
+
+def _check_generate_args(prompts, cfg, max_new_tokens, eos_id, pad_id, group_size,
+                         temperature, rng) -> np.ndarray:
+    """The checks of :func:`generate` (ValueError naming the argument); returns the prompts."""
     prompts = check_tokens(prompts, cfg, "prompts")
     B, P = prompts.shape
     if B < 1 or P < 1:
@@ -113,35 +145,18 @@ def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, e
         if not 0 <= value < cfg.vocab_size:
             raise ValueError(f"{name}={value} is not a token id of a vocabulary of "
                              f"{cfg.vocab_size}")
-    n, G, R = B * group_size, group_size, max_new_tokens
-    H, Dh = cfg.num_heads, cfg.head_dim
-    dtype = params["wte"].dtype
-    with COUNTER.phase("prefill"):
-        hf, cache = forward(params, prompts, cfg)                            # (B, P, D)
-        logits = np.repeat(mm(hf[:, -1], params["lm_head"]), G, axis=0)      # (n, V)
+    return prompts
+
+
+def _kv_buffers(cache, G: int, length: int, dtype) -> tuple:
+    """Per layer, K and V buffers (B G, H, length, Dh) holding the prompts' keys and values
+    (each prompt's repeated for its G samples), the rest filled by the decode steps."""
     kcache, vcache = [], []
     for block in cache[1]:
         k, v = block[2][4], block[2][5]         # block_forward's attention cache: (B, H, P, Dh)
+        B, H, P, Dh = k.shape
         for store, src in ((kcache, k), (vcache, v)):
-            buf = np.empty((n, H, P + R, Dh), dtype=dtype)
+            buf = np.empty((B * G, H, length, Dh), dtype=dtype)
             buf[:, :, :P] = np.repeat(src, G, axis=0)
             store.append(buf)
-    out = np.full((n, R), pad_id, dtype=np.int64)
-    logps = np.zeros((n, R), dtype=dtype)
-    mask = np.zeros((n, R), dtype=np.float32)
-    finished = np.zeros(n, dtype=bool)
-    steps = 0
-    with COUNTER.phase("decode"):
-        for j in range(R):
-            tok, logp = _sample(logits, temperature, rng)
-            live = ~finished
-            out[live, j], logps[live, j], mask[live, j] = tok[live], logp[live], 1.0
-            finished |= live & (tok == eos_id)
-            if finished.all() or j == R - 1:
-                break
-            logits = _decode_step(params, cfg, out[:, j], P + j, kcache, vcache)
-            steps += 1
-    width = j + 1
-    tokens = np.concatenate([np.repeat(prompts, G, axis=0), out[:, :width]], axis=1)
-    return Rollout(tokens=tokens, completion_mask=mask[:, :width],
-                   per_token_logps=logps[:, :width], prompt_len=P, num_decode_steps=steps)
+    return kcache, vcache
