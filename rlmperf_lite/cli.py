@@ -201,6 +201,31 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rlmperf", description="The command line of the book RLM Performance Foundations.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
+    _train_parser(sub)
+    wd = sub.add_parser(
+        "workdepth", help="work, depth and Brent's bounds of one RL step: of a real model in "
+        "seconds with --model (the flags of estimate), else of the toy model in FLOPs and rounds")
+    for flag, what in (("--num-layers", "L"), ("--hidden-size", "D"), ("--num-heads", "H"),
+                       ("--vocab-size", "V"), ("--intermediate-size", "F"),
+                       ("--num-prompts", "B"), ("--processors", "p in Brent's bound")):
+        wd.add_argument(flag, type=int, default=None, help=f"toy model: {what}")
+    wd.add_argument("--mlp", choices=["relu", "gelu", "swiglu"], default=None, help="toy model")
+    wd.add_argument("--attention", choices=["causal", "dense"], default=None, help="toy model")
+    _step_flags(wd, defaults=False)
+    wd.add_argument("--json", action="store_true")
+    wd.set_defaults(func=_workdepth)
+
+    es = sub.add_parser("estimate",
+                        help="FLOPs, bytes, time and memory of one RL step on real GPUs",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _step_flags(es, defaults=True)
+    es.add_argument("--json", action="store_true")
+    es.set_defaults(func=_estimate)
+    return parser
+
+
+def _train_parser(sub) -> None:
+    """The ``train`` sub-command's flags."""
     tr = sub.add_parser("train", help="warm-start then RL-train the tiny LM on the addition task")
     tr.add_argument("--algo", choices=sorted(ALGOS), default="grpo")
     g, p = GRPOConfig(), PPOConfig()
@@ -236,27 +261,6 @@ def build_parser() -> argparse.ArgumentParser:
                          "cores; 1 on a cluster: at most one actor per CPU of a node)")
     tr.add_argument("--json", action="store_true", help="one JSON object per line")
     tr.set_defaults(func=_train)
-
-    wd = sub.add_parser(
-        "workdepth", help="work, depth and Brent's bounds of one RL step: of a real model in "
-        "seconds with --model (the flags of estimate), else of the toy model in FLOPs and rounds")
-    for flag, what in (("--num-layers", "L"), ("--hidden-size", "D"), ("--num-heads", "H"),
-                       ("--vocab-size", "V"), ("--intermediate-size", "F"),
-                       ("--num-prompts", "B"), ("--processors", "p in Brent's bound")):
-        wd.add_argument(flag, type=int, default=None, help=f"toy model: {what}")
-    wd.add_argument("--mlp", choices=["relu", "gelu", "swiglu"], default=None, help="toy model")
-    wd.add_argument("--attention", choices=["causal", "dense"], default=None, help="toy model")
-    _step_flags(wd, defaults=False)
-    wd.add_argument("--json", action="store_true")
-    wd.set_defaults(func=_workdepth)
-
-    es = sub.add_parser("estimate",
-                        help="FLOPs, bytes, time and memory of one RL step on real GPUs",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    _step_flags(es, defaults=True)
-    es.add_argument("--json", action="store_true")
-    es.set_defaults(func=_estimate)
-    return parser
 
 
 def _step_flags(parser, *, defaults: bool) -> None:
