@@ -5,7 +5,7 @@ import json
 import pytest
 
 from rlmperf_lite.cost import ParallelPlan, TrainWorkload
-from rlmperf_lite.cost.tp_workdepth import tp_decode_workdepth, tp_train_workdepth
+from rlmperf_lite.cost.tp_workdepth import decode_tp_floor, tp_decode_workdepth, tp_train_workdepth
 from rlmperf_lite.views.ch08_workdepth import (TP_WD_OPTIONS, tp_workdepth_calculator,
                                                tp_workdepth_static, tp_workdepth_widget)
 from rlmperf_lite.views.tp_views import tp_plan_results
@@ -37,7 +37,9 @@ def test_decode_phases_are_the_library_and_no_step_time_is_claimed():
     phases, note, measured = calc.compute(**{**START, "sp": "off", "mode": "decode"})
     want = tp_decode_workdepth("llama-3.1-70b", "h100", 8, response_len=4096)
     assert list(phases) == list(want.phases) and measured is None
-    assert "64 sequences per replica" in note and "stops shortening at tp = 5.1" in note
+    floor = decode_tp_floor("llama-3.1-70b", "h100", response_len=4096)     # NCCL's alpha: 6.2
+    assert "64 sequences per replica" in note and f"stops shortening at tp = {floor:.1f}" in note
+    assert round(floor, 1) == 6.2
     assert f"(ratio {want.comm_compute_ratio:.3g};" in note
     with pytest.raises(ValueError, match="sp off and cp = 1"):
         calc.compute(**{**START, "mode": "decode"})

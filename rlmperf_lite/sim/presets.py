@@ -937,7 +937,7 @@ def step_breakdown(result, tail_steps: int | None = None) -> dict:
     generation on its pool's GPUs), and ``work_bound_s`` = ``work_gpu_s`` / GPUs. Both
     measure the schedule (a replica decoding one straggler counts as busy), so they are not
     the work W of the book's definition nor a lower bound on the step: that is
-    :func:`~rlmperf_lite.sim.framework_workdepth.system_workdepth`.
+    :func:`~rlmperf_lite.sim.workdepth.system_workdepth`.
 
     The window: the steps after :attr:`~rlmperf_lite.sim.SimResult.warmup_steps`, less the
     last ``tail_steps``; ``step_time_s`` is the mean step time over the window. The breakdown

@@ -37,12 +37,12 @@ from ..checks import check_choice, check_int, check_number
 from ..cost import (expected_max_length, model_state_bytes_per_gpu, resolve_hardware,
                     resolve_model)
 from ..cost.rollout import rollout_tp
-from .framework_workdepth import generation_workdepth
 from .from_cost import system_from_cost
 from .phases import PoolClock, run_train_phases
 from .result import SimResult
 from .sync import generate_batch
 from .system import RLSystem
+from .workdepth import generation_workdepth
 from .workload import Workload
 
 __all__ = ["EXAMPLE", "example_workload", "PlacementResult", "SplitSearch", "GroupSizePoint",
@@ -147,7 +147,7 @@ def generation_bounds(system: RLSystem, workload: Workload, batches: int = 2) ->
     - work: response tokens / replicas x iteration_s(n) / n, the best per-token time of a
       replica, at n = min(slots, ceil(B / replicas) G), the most sequences it can run at once
       (iteration_s(n) / n falls with n): W_gen / p_gen of
-      :func:`~rlmperf_lite.sim.framework_workdepth.generation_workdepth`;
+      :func:`~rlmperf_lite.sim.workdepth.generation_workdepth`;
     - depth: the batch's longest response R_max x iteration_s(1): a sequence gains one token
       per iteration and an iteration is never shorter than with one sequence.
 

@@ -1,141 +1,242 @@
-"""Work and depth in seconds of a simulated RL system, by layout (book sections
-:ref:`sec-placement-workdepth` and :ref:`sec-async-workdepth`).
+"""Work and depth in seconds of a simulated RL system's steady step, any layout: Chapter 10's
+placements, Chapter 11's staleness bounds, Chapter 12's framework presets and Chapter 13's
+splits (book sections :ref:`sec-placement-workdepth`, :ref:`sec-async-workdepth`,
+:ref:`sec-frameworks-workdepth` and :ref:`sec-guidelines-workdepth`).
 
-The definition of :mod:`rlmperf_lite.cost.workdepth_s`, with the simulator's own task costs, so
-the bounds hold the simulator's step:
+The definition of :ref:`sec-workdepth-seconds` (:mod:`rlmperf_lite.cost.workdepth_s`) with the
+simulator's task costs, so that the bounds hold the simulator's step:
 
-- decode: a task is one decode step of one sequence. At the batch b the layout gives a replica,
-  b = min(slots, ceil(groups in flight / replicas) G), it costs iteration_s(b) / b on the
-  replica's tp GPUs; alone, iteration_s(1). So W_gen = tp sum_i R_i iteration_s(b) / b and
-  D_gen = max_i R_i iteration_s(1) (the engine has no prefill; each token is an iteration).
-- a phase after generation: a task is one sequence's pass, (P + R_i) ``gpu_s_per_token``
-  GPU-seconds; W = their sum, D = ``fixed_s`` + the longest sequence's pass on one GPU.
+- decode: a task is one decode step of one sequence, iteration_s(b) / b on the replica's tp
+  GPUs at the batch b = min(slots, ceil(groups in flight / replicas) G) the layout gives a
+  replica (B groups in flight synchronously, floor((1 + s) B) with staleness s); alone,
+  iteration_s(1). W_gen = tp sum_i R_i iteration_s(b) / b.
+- a phase after generation: a task is one sequence's pass, (P + R_i) ``gpu_s_per_token``.
 - the weight sync: a collective both pools wait for, W = 0, D = ``weight_sync_s``.
 
-p is every GPU of the system, so the gap between W / p and the step is the time GPUs idle (a
-pool waiting for the other, replicas waiting for their stragglers). Synchronous, the phases run
-one after another and the step's bounds are the sums of the phases': max(W / p, D) below, and
-W / p_pool + D above, Brent's greedy schedule on the p_pool GPUs that may run the phase (a
-replica's continuous batching is greedy; over all p, with one pool idle, it is not). Asynchronous
-with bound k, a weight version is one :class:`VersionWorkDepth`: W = W_gen + W_train, D_k =
-:func:`~rlmperf_lite.workdepth.per_version_depth` (D_gen, D_train + sync, k), derived for
-batch-ordered consumption; streaming consumption may pass a batch's straggler over.
+p is every GPU of the system, so the gap between W / p and the step is the time GPUs idle. The
+depth is the chain a version must wait for. With the update training its own batch
+(synchronous, or ``consume="batch"``) that is the batch's longest response: D_gen = R_max
+iteration_s(1). With streaming consumption (``consume="ready"``) the update takes whichever
+groups are ready, and the chain holds only the c-th quickest of the n groups it may take (c, n
+and k from the admission rule, :func:`chain_window`). Per version, D_k = max(D_train, (D_gen +
+D_tail) / (k + 1)): the recurrence of :func:`~rlmperf_lite.workdepth.per_version_depth`, with
+D_tail, the passes, update and sync after the chain's group, in place of the trainer's chain
+D_train (equal for one update per version, in batch order). Upper bounds count each phase on
+its own pool's GPUs (Brent's greedy schedule on the GPUs that may take its tasks).
 
-Shape letters: B prompts, G group size, P prompt length, R response length.
+Not covered (refused): ``switch_s`` > 0, ``fuse_logps``, ``overlap_reward``. Shape letters: B
+prompts, G group size, P prompt length, R response length.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..checks import check_int
-from ..cost import PhaseWorkDepth, decode_step_flops, forward_flops, resolve_model
+from ..checks import check_int, check_number
+from ..cost import PhaseWorkDepth
 from ..workdepth import per_version_depth
 from .async_engine import admission_cap
 from .from_cost import system_from_cost
-from .system import TRAIN_PHASES, RLSystem
+from .system import CPU, TRAIN_PHASES, RLSystem
 from .workload import Workload
 
-__all__ = ["PoolPhaseWorkDepth", "VersionWorkDepth", "LayoutWorkDepth", "system_workdepth",
-           "layout_workdepth"]
+__all__ = ["BoundedPhase", "SystemWorkDepth", "chain_window", "generation_workdepth",
+           "system_workdepth", "layout_workdepth"]
 
-# phase -> (forward passes, LM head): its FLOPs are passes x forward_flops (+ AdamW's 12 N for
-# an update), as in estimate_rl_step
-_PASSES = {"reward": (1, "none"), "old_logp": (1, "all"), "ref_logp": (1, "all"),
-           "values": (1, "none"), "actor_update": (3, "all"), "critic_update": (3, "none")}
+_BEFORE_UPDATE = ("reward", "old_logp", "ref_logp", "values")      # independent of each other
 
 
 @dataclass(frozen=True)
-class PoolPhaseWorkDepth(PhaseWorkDepth):
-    """A phase whose tasks may run on ``pool_gpus`` of the system's p GPUs (``processors``):
-    W / p and the lower bound max(W / p, D) over all p, the upper bound over the pool,
-    W / pool_gpus + D (a greedy schedule on the GPUs that may take the tasks)."""
+class BoundedPhase(PhaseWorkDepth):
+    """A phase (or a weight version) on p GPUs whose upper bound is not W / p + D: the tasks
+    may run only on their pools' GPUs, so ``upper_s`` is Brent's bound over those pools."""
 
-    pool_gpus: int = 0
-
-    def __post_init__(self):
-        check_int("pool_gpus", self.pool_gpus, 1)
-        if self.pool_gpus > self.processors:
-            raise ValueError(f"pool_gpus = {self.pool_gpus} exceeds the system's "
-                             f"processors = {self.processors}")
+    upper_s: float = math.inf
 
     @property
     def brent_upper_s(self) -> float:
-        """W / pool_gpus + D (Brent 1974 on the pool)."""
-        return self.work_gpu_s / self.pool_gpus + self.depth_s
+        return self.upper_s
 
-    def as_dict(self) -> dict:
-        return {**super().as_dict(), "pool_gpus": self.pool_gpus}
+
+def chain_window(system: RLSystem, prompts: int, version: int) -> tuple:
+    """(lo, hi, c, k): update ``version`` + 1 must have trained c of the groups lo .. hi - 1,
+    all started after version ``version`` - k reached the engine. Group g needs version u once
+    g >= floor((u + s) B) (the admission rule, :func:`~rlmperf_lite.sim.admission_cap`).
+
+    Synchronous: batch v itself (c = B, k = 0). ``consume="batch"``: batch v, k = ceil(s).
+    ``consume="ready"``: k = floor(s); of the (v + 1) B groups trained, at most
+    lo = floor((v - k + s) B) precede the window, so c = (v + 1) B - lo.
+    """
+    B, v = prompts, version
+    if system.mode == "sync" or system.consume == "batch":
+        k = 0 if system.mode == "sync" else math.ceil(system.staleness)
+        return v * B, (v + 1) * B, B, k
+    k = math.floor(system.staleness + 1e-9)
+    lo = max(0, admission_cap(v - k - 1, system.staleness, B))
+    return lo, admission_cap(v, system.staleness, B), (v + 1) * B - lo, k
+
+
+def _steady_versions(system: RLSystem, steps: int) -> range:
+    """The versions of the simulator's steady window for ``steps`` steps
+    (:attr:`~rlmperf_lite.sim.SimResult.warmup_steps`)."""
+    head = math.ceil(system.staleness) + 1 if system.mode == "async" else 0
+    return range(min(max(steps // 2, head), steps - 1), steps)
+
+
+def generation_workdepth(system: RLSystem, workload: Workload, versions) -> dict:
+    """W_gen (GPU-s) of one batch at the batch the layout gives a replica, and the chain's
+    generation depth D_gen (s), means over ``versions`` (ints >= 0).
+
+    Returns:
+        dict of ``work_gpu_s``, ``depth_s``, ``straggler_s`` (R_max iteration_s(1), whatever
+        the consumption), ``chain_len`` (R of the group on the chain), ``batch_per_replica``,
+        ``k``, ``pool_gpus``.
+    """
+    B, G, eng = workload.prompts, workload.group_size, system.engine
+    versions = list(versions)
+    in_flight = B if system.mode == "sync" else admission_cap(0, system.staleness, B)
+    b = min(eng.slots, math.ceil(in_flight / system.replicas) * G)
+    top = max(max(chain_window(system, B, v)[1] for v in versions), (max(versions) + 1) * B)
+    group_len = workload.response_lengths(top)                        # (groups, G)
+    batches = group_len[:(max(versions) + 1) * B].reshape(-1, B * G)[versions]   # (n, B G)
+    chain = []
+    for v in versions:
+        lo, hi, c, k = chain_window(system, B, v)
+        chain.append(np.sort(group_len[lo:hi].max(axis=1))[c - 1])   # c-th quickest group
+    alone = float(eng.iteration_s(1))
+    return {"work_gpu_s": eng.tp * float(batches.sum(axis=1).mean()) * float(
+                eng.iteration_s(b)) / b,
+            "depth_s": float(np.mean(chain)) * alone,
+            "straggler_s": float(batches.max(axis=1).mean()) * alone,
+            "chain_len": float(np.mean(chain)), "batch_per_replica": b, "k": k,
+            "pool_gpus": system.replicas * eng.tp}
+
+
+def _pool_gpus(system: RLSystem, phase: str) -> int:
+    pool = system.placement[TRAIN_PHASES[phase]]
+    return 1 if pool == CPU else system.pools[pool]
+
+
+def _before_sync(system: RLSystem, phase: str) -> bool:
+    """Whether a synchronous step's sync waits for ``phase``: it waits for the update and what
+    the update needs, and for the rollout and actor pools to be free (a critic update on a pool
+    of its own may run into the next generation)."""
+    pool = system.placement[TRAIN_PHASES[phase]]
+    return phase in _BEFORE_UPDATE or pool in (system.placement["rollout"],
+                                               system.placement["actor"])
+
+
+def _train(system: RLSystem, workload: Workload, versions, chain_len: float) -> dict:
+    """The phases after generation of one batch (means over ``versions``): W (GPU-s) per pool
+    (``pool_work``) and the seconds each pool must spend per version (``pool_s``: its fixed
+    costs plus its work over its GPUs; synchronously only what the sync waits for); the
+    trainer's own chain per version, m updates of B / m groups each at least its longest pass
+    (synchronous or ``"batch"``: the sum of every (B / m)-th sorted group maximum, the least any
+    split can give; streaming: m passes of the shortest sequence); the tail after the chain's
+    group (its passes, one update, the sync); Brent's upper bound of the phases run one after
+    another on their pools."""
+    B, G, P = workload.prompts, workload.group_size, workload.prompt_len
+    m = system.minibatches if system.mode == "async" else 1
+    lengths = workload.response_lengths((max(versions) + 1) * B).reshape(-1, B, G)[versions]
+    tokens = float((P + lengths).sum(axis=(1, 2)).mean())             # per batch
+    longest = P + float(lengths.max(axis=(1, 2)).mean())
+    if system.mode == "async" and system.consume == "ready":          # which groups: unknown
+        chunks = m * (P + float(lengths.min(axis=(1, 2)).mean()))
+    else:
+        group_max = np.sort(lengths.max(axis=2), axis=1)              # (n, B)
+        chunks = m * P + float(group_max[:, B // m - 1::B // m].sum(axis=1).mean())
+    pools, floor, fixed, upper, before, update = {}, {}, {}, 0.0, 0.0, None
+    for phase, cost in system.costs.items():
+        pool = system.placement[TRAIN_PHASES[phase]]
+        runs = m if phase.endswith("_update") else 1
+        if pool != CPU:
+            pools[pool] = pools.get(pool, 0.0) + tokens * cost.gpu_s_per_token
+            if system.mode == "async" or _before_sync(system, phase):     # every chunk pays
+                floor[pool] = floor.get(pool, 0.0) + tokens * cost.gpu_s_per_token
+                fixed[pool] = fixed.get(pool, 0.0) + m * cost.fixed_s
+        upper += tokens * cost.gpu_s_per_token / _pool_gpus(system, phase) + \
+            runs * (cost.fixed_s + longest * cost.gpu_s_per_token)
+        if phase in _BEFORE_UPDATE:
+            before = max(before, cost.fixed_s + (P + chain_len) * cost.gpu_s_per_token)
+        elif update is None or cost.gpu_s_per_token > update.gpu_s_per_token:
+            update = cost                                             # the longer update
+    sync = system.weight_sync_s
+    return {"pool_work": pools, "upper_s": upper + sync, "before_s": before,
+            "pool_s": {p: fixed[p] + w / system.pools[p] for p, w in floor.items()},
+            "chain_s": m * update.fixed_s + chunks * update.gpu_s_per_token + sync,
+            "tail_s": before + update.fixed_s + (P + chain_len) * update.gpu_s_per_token + sync}
 
 
 @dataclass(frozen=True)
-class VersionWorkDepth(PhaseWorkDepth):
-    """One weight version of an asynchronous run with staleness bound k: W = W_gen + W_train
-    (GPU-s), D_k = max(D_train, (D_gen + D_train) / (k + 1)) (s) on p GPUs. The upper bound is
-    the same recurrence over U_train = W_train / p_train + D_train and U_gen = W_gen / p_gen +
-    the longest response decoded at the fullest batch the bound lets a replica hold (batches
-    generated together slow one another): checked on the simulator, not proven (book section
-    :ref:`sec-async-workdepth`). ``gen_floor_s``, ``train_floor_s``: each pool's work per
-    version on its own GPUs, plus the sync that stops both."""
-
-    staleness: int = 0
-    gen_upper_s: float = 0.0
-    train_upper_s: float = 0.0
-    gen_floor_s: float = 0.0
-    train_floor_s: float = 0.0
-    drained: bool = False
-    """The engine drains its running samples before each sync (no partial rollout)."""
-
-    @property
-    def brent_upper_s(self) -> float:
-        """max(U_train, (U_gen + U_train) / (k + 1)); drained, U_gen + U_train, since every
-        sync waits for the running samples and generation cannot pipeline across it."""
-        if self.drained:
-            return self.gen_upper_s + self.train_upper_s
-        return per_version_depth(self.gen_upper_s, self.train_upper_s, self.staleness)
-
-    @property
-    def pool_lower_s(self) -> float:
-        """The lower bound when the pools' work must run on their own GPUs,
-        max(W / p, D_k, W_gen / p_gen + sync, W_train / p_train + sync) (book section :ref:`sec-async-workdepth`)."""
-        return max(self.brent_lower_s, self.gen_floor_s, self.train_floor_s)
-
-    def as_dict(self) -> dict:
-        return {**super().as_dict(), "staleness": self.staleness,
-                "pool_lower_s": self.pool_lower_s, "gen_floor_s": self.gen_floor_s,
-                "train_floor_s": self.train_floor_s}
-
-
-@dataclass(frozen=True)
-class LayoutWorkDepth:
-    """W, D and Brent's bounds of one layout's steady step (synchronous: the phases, summed) or
-    weight version (asynchronous: one :class:`VersionWorkDepth`), over the batches of the
-    simulator's steady window for ``steps`` steps."""
+class SystemWorkDepth:
+    """W, D and Brent's bounds of a system's steady step: ``phases`` (synchronous: generation,
+    training, weight_sync, one after another; asynchronous: one weight version), summed, for
+    ``system`` on ``workload`` over the steady window of ``steps`` simulated steps."""
 
     phases: tuple
+    generation: dict
+    """:func:`generation_workdepth` of the steady window."""
+    train: dict
+    """W per pool (``pool_work``), each pool's seconds per version (``pool_s``), the
+    trainer's chain ``chain_s``, the tail ``tail_s``."""
     system: RLSystem
     workload: Workload
     steps: int
-    generation: PoolPhaseWorkDepth
-    """Generation of one batch at the batch the synchronous schedule gives a replica."""
-    batch_per_replica: int
-    """Sequences per replica at which decode is charged (larger asynchronously)."""
 
+    work_gpu_s = property(lambda self: float(sum(p.work_gpu_s for p in self.phases)))
+    depth_s = property(lambda self: float(sum(p.depth_s for p in self.phases)))
     lower_s = property(lambda self: float(sum(p.brent_lower_s for p in self.phases)))
     upper_s = property(lambda self: float(sum(p.brent_upper_s for p in self.phases)))
-    work_gpu_s = property(lambda self: float(sum(p.work_gpu_s for p in self.phases)))
+    processors = property(lambda self: self.phases[0].processors)
+    name = property(lambda self: self.system.name)
+    mode = property(lambda self: self.system.mode)
+    weight_sync_s = property(lambda self: self.system.weight_sync_s)
 
     @property
-    def pool_lower_s(self) -> float:
-        """For an asynchronous system ``VersionWorkDepth.pool_lower_s``, for a synchronous one ``lower_s``."""
-        return max(self.lower_s, *(getattr(p, "pool_lower_s", 0.0) for p in self.phases))
+    def pool_gpus(self) -> dict:
+        """GPUs per pool (the CPU workers left out)."""
+        return {k: v for k, v in self.system.pools.items() if k != CPU}
+
+    @property
+    def batch_per_replica(self) -> int:
+        """Sequences per replica at which decode is charged (larger asynchronously)."""
+        return self.generation["batch_per_replica"]
 
     @property
     def sequences_per_gpu(self) -> float:
         """Sequences per rollout GPU in decode (the batch per replica / tp)."""
         return self.batch_per_replica / self.system.engine.tp
+
+    @property
+    def work_per_processor_s(self) -> float:
+        """The step if its work were spread over every GPU, W / p."""
+        return self.work_gpu_s / self.processors
+
+    @property
+    def gen_floor_s(self) -> float:
+        """The engine's work per version on its own GPUs, W_gen / p_gen (s)."""
+        return self.generation["work_gpu_s"] / self.generation["pool_gpus"]
+
+    @property
+    def train_floor_s(self) -> float:
+        """The busiest training pool's seconds per version, its fixed costs plus its work over
+        its GPUs (synchronously, of the phases the sync waits for)."""
+        return max(self.train["pool_s"].values(), default=0.0)
+
+    @property
+    def pool_lower_s(self) -> float:
+        """The lower bound on the layout's own pools, each pool's work on its GPUs
+        (synchronous: generation, then the busiest training pool, then the sync; asynchronous:
+        the busiest pool plus the sync that stops both), and never below ``lower_s``."""
+        gen, train = self.gen_floor_s, self.train_floor_s
+        if self.mode == "sync":
+            g, t, _ = self.phases
+            floor = max(gen, g.depth_s) + max(train, t.depth_s) + self.weight_sync_s
+        else:
+            floor = max(gen, train) + self.weight_sync_s
+        return max(floor, self.lower_s)
 
     def brackets(self, step_s: float) -> bool:
         """True when ``step_s`` lies in [``lower_s``, ``upper_s``] (1e-9 slack)."""
@@ -148,62 +249,12 @@ class LayoutWorkDepth:
         return simulate(self.system, self.workload, self.steps)
 
 
-def _steady_batches(system: RLSystem, workload: Workload, steps: int) -> np.ndarray:
-    """Response lengths of the batches of the steady window, shape (n, B, G): the steps after
-    :attr:`~rlmperf_lite.sim.SimResult.warmup_steps` (batch s = groups s B .. (s + 1) B - 1)."""
-    head = math.ceil(system.staleness) + 1 if system.mode == "async" else 0
-    warm = min(max(steps // 2, head), steps - 1)
-    B, G = workload.prompts, workload.group_size
-    return workload.response_lengths(steps * B).reshape(steps, B, G)[warm:]
-
-
-def _generation(system, lengths, P, actor, groups) -> tuple:
-    """(record, b): decode of one batch (mean over the batches of ``lengths``, shape
-    (n, B, G)) charged at b sequences per replica, b from the ``groups`` in flight."""
-    eng, reps = system.engine, system.replicas
-    b = min(eng.slots, math.ceil(groups / reps) * lengths.shape[2])
-    tokens = float(lengths.sum(axis=(1, 2)).mean())                   # sum_i R_i
-    ctx = int(P + lengths.mean() / 2)                                  # the engine's context
-    record = PoolPhaseWorkDepth(
-        "generation", tokens * decode_step_flops(actor, 1, ctx),
-        eng.tp * tokens * float(eng.iteration_s(b)) / b,
-        float(lengths.max(axis=(1, 2)).mean()) * float(eng.iteration_s(1)),
-        system.gpus, pool_gpus=reps * eng.tp)
-    return record, b
-
-
-def _train_phases(system, lengths, P, models, minibatches) -> list:
-    """The phases after generation of one batch (mean over ``lengths``, shape (n, B, G)), in
-    the simulator's order on the training pool; with ``minibatches`` m, a version's m updates
-    are chained (each pays ``fixed_s`` and its longest sequence's pass)."""
-    n, B, G = lengths.shape
-    seqs = P + lengths.reshape(n, B * G)                               # (n, B G) tokens
-    chunks = P + lengths.reshape(n, minibatches, -1).max(axis=2)       # (n, m) longest
-    pool = system.placement["actor"]
-    out = []
-    for phase in (p for p in TRAIN_PHASES if p in system.costs):
-        cost, role = system.costs[phase], TRAIN_PHASES[phase]
-        passes, head = _PASSES[phase]
-        m = models[role]
-        flops = np.mean([passes * forward_flops(m, s, lm_head=head) for s in seqs])
-        if phase.endswith("_update"):
-            flops += minibatches * 12.0 * m.num_params()               # AdamW, per update
-        out.append(PoolPhaseWorkDepth(
-            phase, float(flops), float(seqs.sum(axis=1).mean()) * cost.gpu_s_per_token,
-            minibatches * cost.fixed_s + float(chunks.sum(axis=1).mean()) *
-            cost.gpu_s_per_token, system.gpus, pool_gpus=system.pools[pool]))
-    return out
-
-
-def _check_layout(system: RLSystem) -> None:
-    """What the work-depth model covers: generation on one pool, every phase after it on the
-    actor's pool, no switch costs, no fusing, no overlapped reward."""
-    pool = system.placement["actor"]
-    apart = [p for p in system.costs if system.placement[TRAIN_PHASES[p]] != pool]
-    if apart:
-        raise ValueError(f"phases {apart} run off the actor's pool {pool!r}: the work-depth "
-                         "model takes every phase after generation on one pool (colocated "
-                         "or disaggregated); a hybrid or CPU-scored phase is not covered")
+def _check(system: RLSystem, workload: Workload, steps: int) -> None:
+    if not isinstance(system, RLSystem):
+        raise ValueError(f"system must be an RLSystem, got {type(system).__name__}")
+    if not isinstance(workload, Workload):
+        raise ValueError(f"workload must be a Workload, got {type(workload).__name__}")
+    check_int("steps", steps, 2)
     for flag in ("fuse_logps", "overlap_reward"):
         if getattr(system, flag):
             raise ValueError(f"RLSystem.{flag} is not covered by the work-depth model: set it "
@@ -211,75 +262,72 @@ def _check_layout(system: RLSystem) -> None:
     if system.switch_s > 0:
         raise ValueError(f"RLSystem.switch_s = {system.switch_s} is not covered by the "
                          "work-depth model (a switch is on the critical path): set it to 0")
+    if not any(p.endswith("_update") for p in system.costs):
+        raise ValueError("RLSystem.costs has no actor_update or critic_update: the work-depth "
+                         "model needs the update that ends a version")
+    if system.mode == "async" and workload.prompts % system.minibatches:
+        raise ValueError(f"RLSystem.minibatches = {system.minibatches} must divide "
+                         f"Workload.prompts = {workload.prompts}")
 
 
-def system_workdepth(system: RLSystem, workload: Workload, actor, *, steps: int = 8,
-                     reward_model=None) -> LayoutWorkDepth:
-    """W (GPU-s), D (s) and Brent's bounds of ``system``'s steady step on ``workload``, over
-    the batches the simulator's steady window for ``steps`` steps consumes (see the module
-    docstring); ``actor`` (and ``reward_model``) give the FLOPs.
+def _version(system: RLSystem, workload: Workload, versions: list, gen: dict,
+             train: dict) -> BoundedPhase:
+    """The record of one weight version (:func:`system_workdepth`, asynchronous; book section
+    :ref:`sec-async-workdepth`)."""
+    one = generation_workdepth(replace(system, mode="sync"), workload, versions)
+    k, k_up = gen["k"], math.floor(system.staleness + 1e-9) if system.partial_rollout else 0
+    depth = max(train["chain_s"], (gen["depth_s"] + train["tail_s"]) / (k + 1))
+    gen_upper = one["work_gpu_s"] / one["pool_gpus"] + one["straggler_s"]
+    upper = max(per_version_depth(gen_upper, train["upper_s"], k_up),
+                one["work_gpu_s"] / one["pool_gpus"] + system.weight_sync_s)
+    return BoundedPhase(f"version, k = {k}", 0.0,
+                        gen["work_gpu_s"] + sum(train["pool_work"].values()), depth,
+                        system.gpus, upper_s=max(upper, depth))
 
-    Synchronous: phases generation, the phases after it, weight_sync, summed. Asynchronous
-    (bound k an int): one :class:`VersionWorkDepth`, decode charged at the batch of the
-    floor((1 + k) B) groups the engine may hold.
+
+def system_workdepth(system: RLSystem, workload: Workload, *, steps: int = 8) -> SystemWorkDepth:
+    """W (GPU-s), D (s) and Brent's bounds of ``system``'s steady step on ``workload``: means
+    over the versions of the simulator's steady window for ``steps`` steps (module docstring).
+
+    Synchronous: generation (upper W_gen / p_gen + D_gen), training (D its chain, upper the
+    phases one after another on their pools), weight_sync. Asynchronous, bound s: one weight
+    version, W at floor((1 + s) B) groups in flight, D_k = max(D_train, (D_gen + D_tail) /
+    (k + 1)), and above the same recurrence of the pools' Brent bounds (k = 0 when drained:
+    the drain waits for the straggler every version), or the engine's work per version plus
+    the sync if that is longer. The records' ``work_flops`` are 0: the simulator holds times,
+    not models.
 
     Raises:
-        ValueError: naming ``steps``, a layout the model does not cover (a phase off the
-            actor's pool, ``switch_s`` > 0, ``fuse_logps``, ``overlap_reward``), a
-            non-integer staleness, or from the cost models.
+        ValueError: naming ``system``, ``workload`` or ``steps`` (an int >= 2),
+            ``RLSystem.minibatches`` not dividing ``Workload.prompts``, or a layout the model
+            does not cover (``switch_s`` > 0, ``fuse_logps``, ``overlap_reward``, no update).
     """
-    if not isinstance(system, RLSystem):
-        raise ValueError(f"system must be an RLSystem, got {type(system).__name__}")
-    if not isinstance(workload, Workload):
-        raise ValueError(f"workload must be a Workload, got {type(workload).__name__}")
-    check_int("steps", steps, 1)
-    _check_layout(system)
-    actor = resolve_model(actor, "actor")
-    models = {"actor": actor, "ref": actor, "critic": actor,
-              "reward": actor if reward_model is None else resolve_model(reward_model, "reward")}
-    P, B = workload.prompt_len, workload.prompts
-    lengths = _steady_batches(system, workload, steps)                 # (n, B, G)
-    gen, b = _generation(system, lengths, P, actor, B)
-    sync = PoolPhaseWorkDepth("weight_sync", 0.0, 0.0, system.weight_sync_s, system.gpus,
-                              pool_gpus=system.gpus)
-    if system.mode == "sync":
-        phases = (gen, *_train_phases(system, lengths, P, models, 1), sync)
-        return LayoutWorkDepth(phases, system, workload, steps, gen, b)
-    k = system.staleness
-    if float(k) != int(k):
-        raise ValueError(f"RLSystem.staleness = {k} must be an integer for the work-depth "
-                         "model (D_k is derived for whole versions)")
-    k = int(k)
-    if B % system.minibatches:
-        raise ValueError(f"RLSystem.minibatches = {system.minibatches} must divide "
-                         f"Workload.prompts = {B}")
-    train = _train_phases(system, lengths, P, models, system.minibatches)
-    gen_k, b_k = _generation(system, lengths, P, actor, admission_cap(0, k, B))
-    d_train = sum(p.depth_s for p in train) + system.weight_sync_s
-    w_train = sum(p.work_gpu_s for p in train)
-    n_train = system.pools[system.placement["actor"]]
-    fixed = system.minibatches * sum(c.fixed_s for c in system.costs.values())
-    eng = system.engine     # k >= 1: batches overlap, the longest response at the batch b_k
-    slowed = float(eng.iteration_s(b_k)) / float(eng.iteration_s(1)) if k else 1.0
-    version = VersionWorkDepth(
-        f"version, k = {k}", gen_k.work_flops + sum(p.work_flops for p in train),
-        gen_k.work_gpu_s + w_train, per_version_depth(gen.depth_s, d_train, k), system.gpus,
-        staleness=k, gen_upper_s=gen.work_gpu_s / gen.pool_gpus + gen.depth_s * slowed,
-        train_upper_s=sum(p.brent_upper_s for p in train) + system.weight_sync_s,
-        gen_floor_s=gen_k.work_gpu_s / gen_k.pool_gpus + system.weight_sync_s,
-        train_floor_s=w_train / n_train + fixed + system.weight_sync_s,
-        drained=not system.partial_rollout)
-    return LayoutWorkDepth((version,), system, workload, steps, gen, b_k)
+    _check(system, workload, steps)
+    p, sync_s = system.gpus, system.weight_sync_s
+    versions = list(_steady_versions(system, steps))
+    gen = generation_workdepth(system, workload, versions)
+    train = _train(system, workload, versions, gen["chain_len"])
+    if system.mode == "async":
+        phases = (_version(system, workload, versions, gen, train),)
+    else:
+        g_upper = gen["work_gpu_s"] / gen["pool_gpus"] + gen["depth_s"]
+        phases = (BoundedPhase("generation", 0.0, gen["work_gpu_s"], gen["depth_s"], p,
+                               upper_s=g_upper),
+                  BoundedPhase("training", 0.0, sum(train["pool_work"].values()),
+                               train["tail_s"] - sync_s, p, upper_s=train["upper_s"] - sync_s),
+                  PhaseWorkDepth("weight_sync", 0.0, 0.0, sync_s, p))
+    return SystemWorkDepth(phases, gen, train, system, workload, steps)
 
 
 def layout_workdepth(actor, hardware, workload: Workload, *, placement: str = "colocated",
                      gpus: int = 8, rollout_gpus: int | None = None,
-                     staleness: int | None = None, minibatches: int = 1, steps: int = 8,
-                     **system_kw) -> LayoutWorkDepth:
-    """:func:`system_workdepth` of the system :func:`~rlmperf_lite.sim.from_cost.system_from_cost`
-    builds: ``"colocated"`` on ``gpus``, or ``"disaggregated"`` with ``rollout_gpus``
-    generating; synchronous when ``staleness`` is None, else asynchronous with bound
-    ``staleness`` (an int) and ``minibatches`` streaming updates per version. ``system_kw`` go to
+                     staleness: float | None = None, minibatches: int = 1, steps: int = 8,
+                     **system_kw) -> SystemWorkDepth:
+    """:func:`system_workdepth` of the system
+    :func:`~rlmperf_lite.sim.from_cost.system_from_cost` builds (Chapters 10 and 11):
+    ``"colocated"`` on ``gpus``, or ``"disaggregated"`` with ``rollout_gpus`` generating;
+    synchronous when ``staleness`` is None, else asynchronous with bound ``staleness`` and
+    ``minibatches`` streaming updates per version. ``system_kw`` go to
     :func:`~rlmperf_lite.sim.from_cost.system_from_cost` (algo, kl_coef, reward_model,
     partial_rollout, consume, ...).
 
@@ -287,10 +335,10 @@ def layout_workdepth(actor, hardware, workload: Workload, *, placement: str = "c
         ValueError: naming the argument, from :func:`system_workdepth` or
             :func:`~rlmperf_lite.sim.from_cost.system_from_cost`.
     """
-    check_int("staleness", staleness, 0, optional=True)
+    if staleness is not None:
+        check_number("staleness", staleness, low=0)
     mode = {} if staleness is None else dict(mode="async", staleness=staleness,
                                              minibatches=minibatches)
     system = system_from_cost(actor, hardware, workload, placement=placement, gpus=gpus,
                               rollout_gpus=rollout_gpus, **mode, **system_kw)
-    return system_workdepth(system, workload, actor, steps=steps,
-                            reward_model=system_kw.get("reward_model"))
+    return system_workdepth(system, workload, steps=steps)

@@ -1,7 +1,8 @@
 """The work-depth calculator of Chapter 10, placement (book section
 :ref:`sec-placement-workdepth`): W, D and Brent's bounds in seconds of one synchronous GRPO step,
-colocated or disaggregated, from :func:`~rlmperf_lite.sim.workdepth.layout_workdepth`, with the
-simulator's steady step set against them. Built on
+colocated or disaggregated (generation, training and the weight sync), from
+:func:`~rlmperf_lite.sim.workdepth.layout_workdepth`, with the simulator's steady step set
+against them. Built on
 :class:`~rlmperf_lite.views.workdepth_calc.WorkDepthCalculator`: the live widget and its
 no-kernel twin share one definition."""
 from __future__ import annotations
@@ -48,11 +49,11 @@ def _compute(fixed: dict):
             wd = layout_workdepth(workload=wl, placement=placement, rollout_gpus=rg, **kw)
             cache[key] = (wd, wd.simulate().step_time_s)
         wd, sim_s = cache[key]
-        gen = wd.generation
         where = "all" if rg is None else f"{rg}"
         note = (f"decode at {wd.sequences_per_gpu:g} sequences per rollout GPU on {where} of "
-                f"{wd.system.gpus} GPUs; W/p over all the GPUs {wd.work_gpu_s / wd.system.gpus:.3g}"
-                f" s, generation's D {gen.depth_s:.3g} s; upper bounds on each phase's own pool")
+                f"{wd.system.gpus} GPUs; W/p over all the GPUs {wd.work_per_processor_s:.3g} s, "
+                f"generation's D {wd.generation['depth_s']:.3g} s; upper bounds on each phase's "
+                f"own pool; the pools' own lower bound {wd.pool_lower_s:.3g} s")
         return wd.phases, note, sim_s
     return compute
 

@@ -50,10 +50,12 @@ def _compute(fixed: dict):
         wd = layout_workdepth(workload=wl, placement="disaggregated", rollout_gpus=rollout_gpus,
                               staleness=staleness, minibatches=minibatches,
                               **SCHEDULES[schedule], **kw)
-        v = wd.phases[0]
-        note = (f"floors per version: engine W_gen/p_gen + sync {v.gen_floor_s:.3g} s, trainer "
-                f"W_train/p_train + sync {v.train_floor_s:.3g} s; D_k {v.depth_s:.3g} s; decode "
-                f"at {wd.batch_per_replica} sequences per replica")
+        sync_s, chain = wd.weight_sync_s, wd.generation
+        note = (f"floors per version: engine W_gen/p_gen + sync {wd.gen_floor_s + sync_s:.3g} s, "
+                f"trainer W_train/p_train + sync {wd.train_floor_s + sync_s:.3g} s; D_k "
+                f"{wd.depth_s:.3g} s, generation's chain {chain['depth_s']:.3g} s (straggler "
+                f"{chain['straggler_s']:.3g} s); decode at {wd.batch_per_replica} sequences per "
+                "replica")
         return wd.phases, note, wd.simulate().step_time_s
     return compute
 

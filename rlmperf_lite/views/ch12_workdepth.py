@@ -1,12 +1,12 @@
 """The work-depth calculator of Chapter 12: a framework preset's steady step in seconds (W, D,
-W/p and Brent's bounds, :func:`~rlmperf_lite.sim.framework_workdepth.system_workdepth`) with
+W/p and Brent's bounds, :func:`~rlmperf_lite.sim.workdepth.system_workdepth`) with
 the simulator's step per version set against them, live and with no kernel from one
 definition (:class:`~rlmperf_lite.views.WorkDepthCalculator`)."""
 from __future__ import annotations
 
 from ..sim import simulate
-from ..sim.framework_workdepth import system_workdepth
 from ..sim.presets import DEFAULT_WORKLOAD, framework_names, framework_system
+from ..sim.workdepth import system_workdepth
 from .workdepth_calc import WorkDepthCalculator
 
 __all__ = ["FRAMEWORK_WD_OPTIONS", "FRAMEWORK_WD_STATIC", "FRAMEWORK_WD_STEPS",

@@ -1,15 +1,15 @@
 """The work-depth calculator of Chapter 13: the guidelines' decisions — the split of the
 example's 32 H20s between the pools, synchronous or asynchronous, the staleness bound, the
 group size at 2,048 samples per step — as W, D, W/p and Brent's bounds of the steady step
-(:func:`~rlmperf_lite.sim.framework_workdepth.system_workdepth`), with the simulated step set
+(:func:`~rlmperf_lite.sim.workdepth.system_workdepth`), with the simulated step set
 against them, live and with no kernel from one definition
 (:class:`~rlmperf_lite.views.WorkDepthCalculator`)."""
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..sim.framework_workdepth import system_workdepth
 from ..sim.sizing import EXAMPLE, STEPS, example_workload, simulate_placement
+from ..sim.workdepth import system_workdepth
 from .workdepth_calc import WorkDepthCalculator
 
 __all__ = ["GUIDELINE_WD_OPTIONS", "GUIDELINE_WD_STATIC", "guideline_workdepth_calculator",
