@@ -151,23 +151,8 @@ def parallel_grpo_step(rank_params: list, opt_states: list, batch: dict, config,
             dlogps.append(dl)
         for r, g in zip(tp_group.ranks, tp_logps_backward(dlogps, cache)):
             grads[r] = g
-    keys = list(grads[0])
-    for dp_group in mesh.groups("dp"):             # sum the dp shards' gradients and losses
-        bucket = dp_group.all_reduce([np.concatenate([grads[r][k].ravel() for k in keys])
-                                      for r in dp_group.ranks])
-        total = dp_group.all_reduce([np.array(losses[r]) for r in dp_group.ranks])
-        for r, flat, loss in zip(dp_group.ranks, bucket, total):
-            parts = np.split(flat, np.cumsum([grads[r][k].size for k in keys])[:-1])
-            grads[r] = {k: p.reshape(grads[r][k].shape) for k, p in zip(keys, parts)}
-            losses[r] = float(loss)
-    norms_sq = [None] * mesh.size
-    for tp_group in mesh.groups("tp"):             # global norm: shards summed over tp
-        sharded = tp_group.all_reduce([np.array(sum(float(np.vdot(g, g)) for k, g in
-                                       grads[r].items() if is_tp_sharded(k)))
-                                       for r in tp_group.ranks])
-        for r, s in zip(tp_group.ranks, sharded):
-            norms_sq[r] = float(s) + sum(float(np.vdot(g, g)) for k, g in grads[r].items()
-                                         if not is_tp_sharded(k))
+    _sum_over_dp(mesh, grads, losses)
+    norms_sq = _global_norms_sq(mesh, grads)
     for r in range(mesh.size):
         grad_norm = clip_grad_norm(grads[r], c.max_grad_norm, norm=np.sqrt(norms_sq[r]))
         opt_states[r].lr = c.lr * lr_factor(step, c)
@@ -179,3 +164,30 @@ def parallel_grpo_step(rank_params: list, opt_states: list, batch: dict, config,
         by_axis[call["group"].rstrip("0123456789")][call["ranks"]] += call["bytes_per_rank"]
     return {"loss": losses[0], "grad_norm": grad_norm, "bytes_by_op": step_log.bytes_by_op(),
             "bytes_by_axis": by_axis}
+
+
+def _sum_over_dp(mesh, grads: list, losses: list) -> None:
+    """All-reduce each dp group's gradients (one flat bucket per rank) and losses, in place."""
+    keys = list(grads[0])
+    for dp_group in mesh.groups("dp"):
+        bucket = dp_group.all_reduce([np.concatenate([grads[r][k].ravel() for k in keys])
+                                      for r in dp_group.ranks])
+        total = dp_group.all_reduce([np.array(losses[r]) for r in dp_group.ranks])
+        for r, flat, loss in zip(dp_group.ranks, bucket, total):
+            parts = np.split(flat, np.cumsum([grads[r][k].size for k in keys])[:-1])
+            grads[r] = {k: p.reshape(grads[r][k].shape) for k, p in zip(keys, parts)}
+            losses[r] = float(loss)
+
+
+def _global_norms_sq(mesh, grads: list) -> list:
+    """Each rank's squared global gradient norm: its tp-sharded weights' squares all-reduced
+    over the tp group, plus its replicated weights' own."""
+    norms_sq = [None] * mesh.size
+    for tp_group in mesh.groups("tp"):
+        sharded = tp_group.all_reduce([np.array(sum(float(np.vdot(g, g)) for k, g in
+                                       grads[r].items() if is_tp_sharded(k)))
+                                       for r in tp_group.ranks])
+        for r, s in zip(tp_group.ranks, sharded):
+            norms_sq[r] = float(s) + sum(float(np.vdot(g, g)) for k, g in grads[r].items()
+                                         if not is_tp_sharded(k))
+    return norms_sq
