@@ -84,24 +84,9 @@ def run_sweep(variants=("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp"), seed
         ValueError: an unknown variant, an empty or repeated list, a bad ``max_workers`` or
             target, or any ``GRPOConfig`` check (raised before anything runs).
     """
-    for name, items, kind in (("variants", variants, str), ("seeds", seeds, int)):
-        ok = isinstance(items, (list, tuple)) and items and all(
-            isinstance(x, kind) and not isinstance(x, bool) for x in items)
-        if not ok or len(set(items)) != len(items):
-            raise ValueError(f"{name} must be a non-empty list of {kind.__name__}s without "
-                             f"repeats, got {items!r}")
-    if "seed" in overrides:
-        raise ValueError("pass seeds=[...] rather than seed= (each run gets its own seed)")
+    configs = _sweep_configs(variants, seeds, target_accuracy, eval_every, max_workers,
+                             overrides)
     variants, seeds = list(variants), list(seeds)
-    check_number("target_accuracy", target_accuracy, low=0, high=1, low_open=True)
-    check_int("eval_every", eval_every, 1)
-    check_int("max_workers", max_workers, 1, optional=True)
-    configs = {(v, s): GRPOConfig.variant(v, seed=s, **overrides) for v in variants for s in seeds}
-    for s in seeds:                     # one base model per seed must fit all its variants
-        if len({tuple(getattr(configs[v, s], f) for f in _WARMSTART_FIELDS)
-                for v in variants}) > 1:
-            raise ValueError(f"variants of seed {s} differ in a warm-start field "
-                             f"{_WARMSTART_FIELDS}; they cannot share a base model")
     task = AdditionTask()
     cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
              else os.cpu_count() or 1)                          # Linux, or macOS / Windows
@@ -126,6 +111,29 @@ def run_sweep(variants=("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp"), seed
                 bar.update()
     bar.close()
     return [runs[v, s] for v in variants for s in seeds]
+
+
+def _sweep_configs(variants, seeds, target_accuracy, eval_every, max_workers,
+                   overrides) -> dict:
+    """The checks of :func:`run_sweep` (before anything runs): {(variant, seed): GRPOConfig}."""
+    for name, items, kind in (("variants", variants, str), ("seeds", seeds, int)):
+        ok = isinstance(items, (list, tuple)) and items and all(
+            isinstance(x, kind) and not isinstance(x, bool) for x in items)
+        if not ok or len(set(items)) != len(items):
+            raise ValueError(f"{name} must be a non-empty list of {kind.__name__}s without "
+                             f"repeats, got {items!r}")
+    if "seed" in overrides:
+        raise ValueError("pass seeds=[...] rather than seed= (each run gets its own seed)")
+    check_number("target_accuracy", target_accuracy, low=0, high=1, low_open=True)
+    check_int("eval_every", eval_every, 1)
+    check_int("max_workers", max_workers, 1, optional=True)
+    configs = {(v, s): GRPOConfig.variant(v, seed=s, **overrides) for v in variants for s in seeds}
+    for s in seeds:                     # one base model per seed must fit all its variants
+        if len({tuple(getattr(configs[v, s], f) for f in _WARMSTART_FIELDS)
+                for v in variants}) > 1:
+            raise ValueError(f"variants of seed {s} differ in a warm-start field "
+                             f"{_WARMSTART_FIELDS}; they cannot share a base model")
+    return configs
 
 
 def _warm_start(c: GRPOConfig, task: AdditionTask) -> dict:
