@@ -186,27 +186,11 @@ def variant_step_cost(variant: str, *, num_layers: int, hidden_size: int, num_he
                       attention).n_params
     lengths = dict(prompt_len=prompt_len, response_len=response_len, kl_coef=kl_coef)
     trainable, frozen = ["policy"], ["reference"] if kl_coef > 0 else []
-    rounds, informative = 1.0, B * informative_frac
     if variant == "ppo":
-        wd = ppo_step_workdepth(**model, num_prompts=B * G, ppo_epochs=ppo_epochs,
-                                num_minibatches=num_minibatches, **lengths)
         trainable.append("critic")
-        n = B * G
-        fwd = n * (1 + ppo_epochs * 2 + (kl_coef > 0))       # values, policy+critic per epoch
-        passes, informative = {"forward": fwd, "backward": 2 * ppo_epochs * n}, None
-    else:
-        wd = grpo_step_workdepth(**model, num_prompts=B, group_size=G, **lengths)
-        if variant == "dapo":
-            ds = dynamic_sampling_rounds(informative_frac, B, max_resample_rounds)
-            rounds = ds["expected_rounds"]
-            informative = ds["expected_informative"]
-            scaled = ("prefill", "decode", "reward")
-            wd = WorkDepth(tuple(replace(p, work_flops=p.work_flops * rounds,
-                                         depth_rounds=p.depth_rounds * rounds)
-                                 if p.name in scaled else p for p in wd.phases), wd.processors)
-        elif variant == "reinforce_pp":
-            informative = None
-        passes = {"forward": B * G * (1 + (kl_coef > 0)), "backward": B * G}
+    wd, rounds, informative, passes = _variant_workdepth(
+        variant, model, lengths, B, G, informative_frac, max_resample_rounds, ppo_epochs,
+        num_minibatches)
     # the critic: the policy's shape with a (D, 1) value head instead of the (D, V) LM head
     sizes = {"policy": n_params, "reference": n_params,
              "critic": n_params - vocab_size * hidden_size + hidden_size}
@@ -214,6 +198,32 @@ def variant_step_cost(variant: str, *, num_layers: int, hidden_size: int, num_he
              + sum(model_state_bytes(sizes[m], trainable=False) for m in frozen))
     return VariantCost(variant, tuple(trainable), tuple(frozen), float(state),
                        B * G * rounds, informative, passes, wd)
+
+
+def _variant_workdepth(variant, model, lengths, B, G, informative_frac, max_resample_rounds,
+                       ppo_epochs, num_minibatches) -> tuple:
+    """(WorkDepth, sampling rounds, expected informative groups or None, passes per model) of
+    :func:`variant_step_cost`: PPO's step, or GRPO's with DAPO's resampling rounds scaling
+    its generation and reward."""
+    rounds, informative, kl = 1.0, B * informative_frac, lengths["kl_coef"] > 0
+    if variant == "ppo":
+        wd = ppo_step_workdepth(**model, num_prompts=B * G, ppo_epochs=ppo_epochs,
+                                num_minibatches=num_minibatches, **lengths)
+        n = B * G
+        fwd = n * (1 + ppo_epochs * 2 + kl)                  # values, policy+critic per epoch
+        return wd, rounds, None, {"forward": fwd, "backward": 2 * ppo_epochs * n}
+    wd = grpo_step_workdepth(**model, num_prompts=B, group_size=G, **lengths)
+    if variant == "dapo":
+        ds = dynamic_sampling_rounds(informative_frac, B, max_resample_rounds)
+        rounds = ds["expected_rounds"]
+        informative = ds["expected_informative"]
+        scaled = ("prefill", "decode", "reward")
+        wd = WorkDepth(tuple(replace(p, work_flops=p.work_flops * rounds,
+                                     depth_rounds=p.depth_rounds * rounds)
+                             if p.name in scaled else p for p in wd.phases), wd.processors)
+    elif variant == "reinforce_pp":
+        informative = None
+    return wd, rounds, informative, {"forward": B * G * (1 + kl), "backward": B * G}
 
 
 def compare_variants(*, pass_rate: float, kl_coef: float = 0.0,
