@@ -20,6 +20,8 @@ from .profiles import (LOOP_PHASES, MeasuredPhase, MeasuredProfile, cpu_as_fp32_
                        generation_share, measured_profile, profile_step_workdepth_s,
                        toy_step_kwargs)
 from .presets import model_preset, model_presets, preset_record, resolve_model
+from .toy_workdepth import (ToyOpCosts, ToyStepWorkDepth, best_of_s, measure_toy_op_costs,
+                            measured_step_s, toy_step_prediction, toy_step_workdepth)
 from .collective import (COLLECTIVES, algorithm_bandwidth, bus_bandwidth,
                          collective_bytes_per_rank, collective_time_s)
 from .pipeline import pipeline_bubble_fraction
@@ -51,7 +53,8 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "variant_step_workdepth_s", "VariantWorkDepth", "RESAMPLED_PHASES",
            "profile_step_workdepth_s", "generation_share", "cpu_as_fp32_device",
            "toy_step_kwargs", "measured_profile", "MeasuredProfile", "MeasuredPhase",
-           "LOOP_PHASES",
+           "LOOP_PHASES", "ToyOpCosts", "ToyStepWorkDepth", "best_of_s", "measure_toy_op_costs",
+           "measured_step_s", "toy_step_prediction", "toy_step_workdepth",
            # Part III: parallelism (Chapters 7-9)
            "COLLECTIVES", "collective_time_s", "collective_bytes_per_rank",
            "algorithm_bandwidth", "bus_bandwidth", "pipeline_bubble_fraction",
