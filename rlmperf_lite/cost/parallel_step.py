@@ -112,29 +112,52 @@ def _step_time_arrays(m: ModelConfig, hw: HardwareSpec, cols: dict, workload: Tr
                       activation_bytes: int = 2, grad_bytes: int = 2,
                       weight_bytes: int = 2) -> dict:
     """:func:`train_step_time` for every plan in ``cols`` (:func:`plan_columns`) at once."""
-    dp, tp, pp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp", "ep"))
-    z, rc = cols["zero_stage"], cols["recompute"]
-    mb, v = cols["microbatches"].astype(np.float64), cols["interleave"].astype(np.float64)
-    B, s, b = workload.global_batch, workload.seq_len, workload.micro_batch_size
-    D, L, A = m.hidden_size, m.num_hidden_layers, activation_bytes
-    # compute ------------------------------------------------------------------------------
-    weights = 2.0 * matmul_weights_per_token(m, lm_head=False) * s
-    attn = forward_flops(m, s, lm_head="none") - weights          # the attention core forward
-    plain = train_flops(m, s)
-    per_seq = np.array([plain, plain + attn, train_flops(m, s, recompute=True)])[rc]
-    flops = B * per_seq
-    gpus = dp * tp * pp * cp
-    compute = flops / (gpus * hw.peak(dtype) * efficiency)
-    backward = compute * (flops - B * forward_flops(m, s)) / flops
-    full = (rc == RECOMPUTE.index("full")).astype(np.float64)
-    layers = L / pp
-
+    z, mb = cols["zero_stage"], cols["microbatches"].astype(np.float64)
+    pp, v = cols["pp"].astype(np.float64), cols["interleave"].astype(np.float64)
+    compute, backward = _compute_s(m, hw, cols, workload, efficiency, dtype)
     gpn = hw.gpus_per_node
     intra, inter = hw.intra_node_bandwidth_bytes_per_s, hw.inter_node_bandwidth_bytes_per_s
 
     def bw(span):
         return np.where(span <= gpn, intra or np.inf, inter or np.inf)   # missing: n = 1 only
 
+    sec, vol = _model_parallel_comm(m, cols, workload, activation_bytes, bw)
+    grad_step, param_step, micro_s, vol["dp"] = _dp_comm(m, cols, grad_bytes, weight_bytes, bw)
+    sec["dp"] = grad_step + param_step + micro_s
+    forward = compute - backward
+    exposed = (grad_step - np.minimum(overlap * grad_step, backward / mb)
+               + param_step - np.minimum(overlap * param_step, forward / mb)
+               + micro_s - np.minimum(overlap * micro_s, np.where(z == 3, compute, backward)))
+    # pipeline bubble over the per-microbatch work
+    bubble = (pp - 1) / (v * mb) * (compute + sec["tp"] + sec["cp"] + sec["ep"])
+    total = compute + sec["tp"] + sec["cp"] + sec["ep"] + bubble + sec["pp"] + exposed
+    return {"compute_s": compute, "bubble_s": bubble, "dp_exposed_s": exposed,
+            "total_s": total, **{f"{k}_comm_s": sec[k] for k in COMM_KINDS},
+            **{f"{k}_comm_bytes_per_gpu": vol[k] for k in COMM_KINDS}}
+
+
+def _compute_s(m, hw, cols, workload, efficiency, dtype) -> tuple:
+    """(compute, its backward part) in seconds per plan: the batch's training FLOPs (with the
+    plan's recomputation) over the plan's GPUs at ``efficiency`` of the peak."""
+    dp, tp, pp, cp = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp"))
+    rc, B, s = cols["recompute"], workload.global_batch, workload.seq_len
+    weights = 2.0 * matmul_weights_per_token(m, lm_head=False) * s
+    attn = forward_flops(m, s, lm_head="none") - weights          # the attention core forward
+    plain = train_flops(m, s)
+    per_seq = np.array([plain, plain + attn, train_flops(m, s, recompute=True)])[rc]
+    flops = B * per_seq
+    compute = flops / (dp * tp * pp * cp * hw.peak(dtype) * efficiency)
+    return compute, compute * (flops - B * forward_flops(m, s)) / flops
+
+
+def _model_parallel_comm(m, cols, workload, A, bw) -> tuple:
+    """({tp, cp, ep, pp: seconds}, {same: bytes per GPU}) of a step's model-parallel
+    collectives per plan (Megatron's counts; book section :ref:`sec-tp-workdepth`)."""
+    dp, tp, pp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp", "ep"))
+    mb, v = cols["microbatches"].astype(np.float64), cols["interleave"].astype(np.float64)
+    full = (cols["recompute"] == RECOMPUTE.index("full")).astype(np.float64)
+    s, b, D = workload.seq_len, workload.micro_batch_size, m.hidden_size
+    layers = m.num_hidden_layers / pp
     sec, vol = {}, {}
     # tensor parallel: 4 (+2) all-reduces of (T/cp) b D per layer and microbatch
     n = mb * layers * (4 + 2 * full)
@@ -154,7 +177,15 @@ def _step_time_arrays(m: ModelConfig, hw: HardwareSpec, cols: dict, workload: Tr
     # pipeline: activation forward and gradient backward per microbatch and chunk
     vol["pp"] = np.where(pp > 1, 2 * mb * v, 0.0) * s * b * D * A / (cp * tp)
     sec["pp"] = vol["pp"] / bw(tp * cp * dp * pp)
-    # data parallel (ZeRO stages), non-expert and expert parameters in their own groups
+    return sec, vol
+
+
+def _dp_comm(m, cols, grad_bytes, weight_bytes, bw) -> tuple:
+    """Data parallelism's seconds per step (the gradients' sync, the weights' gather, ZeRO-2/3's
+    per-micro-batch calls) and bytes per GPU, non-expert and expert parameters in their own
+    groups (ZeRO stages: Rajbhandari et al. 2020)."""
+    dp, tp, pp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp", "ep"))
+    z, mb = cols["zero_stage"], cols["microbatches"].astype(np.float64)
     first, last, expert = _stage_params(m, pp)
     bw_dp = bw(tp * cp * dp)
     grad_step = param_step = micro_s = vol_dp = 0.0
@@ -169,17 +200,7 @@ def _step_time_arrays(m: ModelConfig, hw: HardwareSpec, cols: dict, workload: Tr
         f = _factor("reduce_scatter", group)                      # = all-gather's = AR's / 2
         vol_dp = vol_dp + f * np.select([z == 0, z == 1, z == 2, z == 3],
                                         [2 * g, g + w, mb * g + w, mb * (g + 2 * w)])
-    sec["dp"], vol["dp"] = grad_step + param_step + micro_s, vol_dp
-    forward = compute - backward
-    exposed = (grad_step - np.minimum(overlap * grad_step, backward / mb)
-               + param_step - np.minimum(overlap * param_step, forward / mb)
-               + micro_s - np.minimum(overlap * micro_s, np.where(z == 3, compute, backward)))
-    # pipeline bubble over the per-microbatch work
-    bubble = (pp - 1) / (v * mb) * (compute + sec["tp"] + sec["cp"] + sec["ep"])
-    total = compute + sec["tp"] + sec["cp"] + sec["ep"] + bubble + sec["pp"] + exposed
-    return {"compute_s": compute, "bubble_s": bubble, "dp_exposed_s": exposed,
-            "total_s": total, **{f"{k}_comm_s": sec[k] for k in COMM_KINDS},
-            **{f"{k}_comm_bytes_per_gpu": vol[k] for k in COMM_KINDS}}
+    return grad_step, param_step, micro_s, vol_dp
 
 
 def train_step_time(model: ModelConfig, hardware: HardwareSpec, plan: ParallelPlan,
