@@ -8,7 +8,7 @@ import pytest
 
 from rlmperf_lite.distributed import REFERENCE_COSTS, controller_workdepth, predict_run
 from rlmperf_lite.sim import simulate
-from rlmperf_lite.sim.presets import DEFAULT_WORKLOAD, framework_names, framework_system
+from rlmperf_lite.sim.frameworks import DEFAULT_WORKLOAD, framework_names, framework_system
 from rlmperf_lite.sim.sizing import (EXAMPLE, example_workload, generation_bounds,
                                      simulate_placement)
 from rlmperf_lite.sim.workdepth import chain_window, generation_workdepth, system_workdepth

@@ -18,7 +18,7 @@ def _step_s(name: str, steps: int = LAB12_STEPS, **kw) -> float:
     """Steady-state step time of preset ``name`` on the presets' default workload (Lab 12:
     Qwen2.5-7B, 64 H100, 128 prompts x 16 responses), simulated for ``steps`` steps."""
     from ..sim import simulate
-    from ..sim.presets import DEFAULT_WORKLOAD, framework_system
+    from ..sim.frameworks import DEFAULT_WORKLOAD, framework_system
     return simulate(framework_system(name, **kw), DEFAULT_WORKLOAD, steps=steps).step_time_s
 
 
@@ -36,14 +36,15 @@ def _best_share(name: str) -> tuple[float, float]:
 def _generation_share_32b() -> float:
     """Share of verl's colocated step of Qwen2.5-32B spent generating only (Lab 12, ex. 4)."""
     from ..sim import simulate
-    from ..sim.presets import DEFAULT_WORKLOAD, framework_system, step_breakdown
+    from ..sim.breakdown import step_breakdown
+    from ..sim.frameworks import DEFAULT_WORKLOAD, framework_system
     b = step_breakdown(simulate(framework_system("verl", actor="qwen2.5-32b"), DEFAULT_WORKLOAD,
                                 steps=LAB12_STEPS))
     return b["generation_only_s"] / b["step_time_s"]
 
 
 def _gpu_s_speedup(model: str) -> float:
-    from ..sim.presets import published_speedups
+    from ..sim.frameworks import published_speedups
     return published_speedups()[model]["gpu_s_speedup"]
 
 

@@ -99,6 +99,57 @@ def costs_from_cost(algo: str, actor, hardware, workload: Workload, *, kl_coef: 
 PLACEMENTS = ("colocated", "disaggregated", "hybrid")
 
 
+def _check_layout(placement: str, gpus: int, rollout_gpus, algo: str, reward_model) -> None:
+    """ValueError naming ``rollout_gpus`` unless a split layout leaves GPUs on both sides, or
+    naming ``algo`` / ``reward_model`` when a hybrid has nothing to put apart."""
+    if placement != "colocated":
+        if not isinstance(rollout_gpus, (int, np.integer)) or isinstance(rollout_gpus, bool) \
+                or not 0 < rollout_gpus < gpus:
+            raise ValueError(f"rollout_gpus must be an int in [1, gpus - 1] = [1, {gpus - 1}] "
+                             f"for a {placement} placement, got {rollout_gpus!r}")
+    if placement == "hybrid" and algo != "ppo" and reward_model is None:
+        raise ValueError("a hybrid placement puts the critic and the reward model on their own "
+                         "GPUs: use algo='ppo' or give a reward_model")
+
+
+def _check_states_fit(actor, hw, placement: str, algo: str, gpus: int, rollout_gpus,
+                      train_gpus: int) -> None:
+    """ValueError unless the trained models' states (16 bytes per parameter, ZeRO-3-sharded
+    over the pool that trains them) fit a GPU of ``hw``."""
+    one = model_state_bytes(actor.num_params())
+    if placement == "hybrid":               # actor on the actor pool, critic (PPO) apart
+        trained_on = {"actor": (1, rollout_gpus),
+                      "critic": (int(algo == "ppo"), gpus - rollout_gpus)}
+    else:
+        trained_on = {"training": (2 if algo == "ppo" else 1, train_gpus)}
+    for pool, (n, pool_gpus) in trained_on.items():
+        if n and n * one / pool_gpus > hw.hbm_bytes:
+            per_gpu = n * one / pool_gpus
+            raise ValueError(f"{n} trained {actor.name} model(s) need {per_gpu / 1e9:.0f} GB "
+                             f"of states per GPU on the {pool_gpus} GPUs of the {pool} pool "
+                             f"(ZeRO-3, 16 bytes per parameter); {hw.name} has "
+                             f"{hw.hbm_bytes / 1e9:.0f} GB: give training more GPUs")
+
+
+def _pools_and_placement(placement: str, gpus: int, rollout_gpus, train_gpus: int,
+                         reward_model) -> tuple:
+    """(pools: name -> GPUs, placement: role -> pool) of a layout; a rule reward on the CPU."""
+    cpu = {CPU: 1} if reward_model is None else {}
+    if placement == "colocated":
+        pools = {"all": gpus, **cpu}
+        where = {r: "all" for r in ROLES}
+    elif placement == "disaggregated":
+        pools = {"rollout": rollout_gpus, "train": train_gpus, **cpu}
+        where = {**{r: "train" for r in ROLES}, "rollout": "rollout"}
+    else:
+        pools = {"actor": rollout_gpus, "critic": gpus - rollout_gpus, **cpu}
+        where = {"rollout": "actor", "actor": "actor", "ref": "actor", "critic": "critic",
+                 "reward": "critic"}
+    if reward_model is None:
+        where["reward"] = CPU
+    return pools, where
+
+
 def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "colocated",
                      gpus: int = 8, rollout_gpus: int | None = None, algo: str = "grpo",
                      kl_coef: float = 0.0, recompute_old_logprobs: bool = True,
@@ -128,14 +179,7 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
     check_choice("placement", placement, PLACEMENTS)
     check_int("gpus", gpus, 1)
     hw, actor = _inputs(actor, hardware, workload)
-    if placement != "colocated":
-        if not isinstance(rollout_gpus, (int, np.integer)) or isinstance(rollout_gpus, bool) \
-                or not 0 < rollout_gpus < gpus:
-            raise ValueError(f"rollout_gpus must be an int in [1, gpus - 1] = [1, {gpus - 1}] "
-                             f"for a {placement} placement, got {rollout_gpus!r}")
-    if placement == "hybrid" and algo != "ppo" and reward_model is None:
-        raise ValueError("a hybrid placement puts the critic and the reward model on their own "
-                         "GPUs: use algo='ppo' or give a reward_model")
+    _check_layout(placement, gpus, rollout_gpus, algo, reward_model)
     gen_gpus = gpus if placement == "colocated" else rollout_gpus
     train_gpus = gpus - rollout_gpus if placement == "disaggregated" else gen_gpus
     engine = engine_from_cost(actor, hw, workload, gen_gpus, max_num_seqs=max_num_seqs,
@@ -144,36 +188,11 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
     costs = costs_from_cost(algo, actor, hw, workload, kl_coef=kl_coef, reward=reward_model,
                             recompute_old_logprobs=recompute_old_logprobs,
                             train_efficiency=train_efficiency)
-    # the trained models' states, ZeRO-3-sharded over the pool that trains them, must fit
-    one = model_state_bytes(actor.num_params())
-    if placement == "hybrid":               # actor on the actor pool, critic (PPO) apart
-        trained_on = {"actor": (1, rollout_gpus),
-                      "critic": (int(algo == "ppo"), gpus - rollout_gpus)}
-    else:
-        trained_on = {"training": (2 if algo == "ppo" else 1, train_gpus)}
-    for pool, (n, pool_gpus) in trained_on.items():
-        if n and n * one / pool_gpus > hw.hbm_bytes:
-            per_gpu = n * one / pool_gpus
-            raise ValueError(f"{n} trained {actor.name} model(s) need {per_gpu / 1e9:.0f} GB "
-                             f"of states per GPU on the {pool_gpus} GPUs of the {pool} pool "
-                             f"(ZeRO-3, 16 bytes per parameter); {hw.name} has "
-                             f"{hw.hbm_bytes / 1e9:.0f} GB: give training more GPUs")
+    _check_states_fit(actor, hw, placement, algo, gpus, rollout_gpus, train_gpus)
     sync_s = weight_sync_s if weight_sync_s is not None else reshard_time_s(
         actor, hw, ParallelPlan(dp=train_gpus, zero_stage=3), engine.tp,
         mode="disaggregated" if placement == "disaggregated" else "colocated")
-    cpu = {CPU: 1} if reward_model is None else {}
-    if placement == "colocated":
-        pools = {"all": gpus, **cpu}
-        where = {r: "all" for r in ROLES}
-    elif placement == "disaggregated":
-        pools = {"rollout": rollout_gpus, "train": train_gpus, **cpu}
-        where = {**{r: "train" for r in ROLES}, "rollout": "rollout"}
-    else:
-        pools = {"actor": rollout_gpus, "critic": gpus - rollout_gpus, **cpu}
-        where = {"rollout": "actor", "actor": "actor", "ref": "actor", "critic": "critic",
-                 "reward": "critic"}
-    if reward_model is None:
-        where["reward"] = CPU
+    pools, where = _pools_and_placement(placement, gpus, rollout_gpus, train_gpus, reward_model)
     sizes = "+".join(str(n) for p, n in pools.items() if p != CPU)
     return RLSystem(pools=pools, placement=where, engine=engine, costs=costs,
                     weight_sync_s=sync_s, name=name or f"{actor.name} {placement} {sizes}",

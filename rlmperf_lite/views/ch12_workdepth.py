@@ -5,7 +5,7 @@ definition (:class:`~rlmperf_lite.views.WorkDepthCalculator`)."""
 from __future__ import annotations
 
 from ..sim import simulate
-from ..sim.presets import DEFAULT_WORKLOAD, framework_names, framework_system
+from ..sim.frameworks import DEFAULT_WORKLOAD, framework_names, framework_system
 from ..sim.workdepth import system_workdepth
 from .workdepth_calc import WorkDepthCalculator
 
@@ -37,12 +37,12 @@ def framework_workdepth_calculator(*, results: dict | None = None,
                                    steps: int = FRAMEWORK_WD_STEPS,
                                    hardware: str = "h100-sxm") -> WorkDepthCalculator:
     """W (GPU-s), D (s) and Brent's bounds of a preset's steady step on ``gpus`` GPUs of
-    ``hardware`` with :data:`~rlmperf_lite.sim.presets.DEFAULT_WORKLOAD`, and the simulator's
+    ``hardware`` with :data:`~rlmperf_lite.sim.frameworks.DEFAULT_WORKLOAD`, and the simulator's
     step per version (``steps`` steps). ``results``: {preset: SimResult} already simulated;
     one is reused only when its system, workload and steps are the setting's.
 
     Raises:
-        ValueError: from :func:`~rlmperf_lite.sim.presets.framework_system` (e.g. training
+        ValueError: from :func:`~rlmperf_lite.sim.frameworks.framework_system` (e.g. training
             states that do not fit the pool) or the simulator, shown as a message.
     """
     cache = dict(results or {})

@@ -1,5 +1,5 @@
 """Tables, charts and calculators of the RL-frameworks chapter (book Chapter 12). They display
-what :mod:`rlmperf_lite.sim.presets` and the simulator compute and hold no formulas of their
+what :mod:`rlmperf_lite.sim.frameworks` and the simulator compute and hold no formulas of their
 own; the run timelines and the comparison table are those of
 :mod:`rlmperf_lite.views.sim_views`.
 
@@ -14,8 +14,9 @@ import altair as alt
 
 from ..cost import hardware_presets, model_presets
 from ..sim import simulate
-from ..sim.presets import (DEFAULT_WORKLOAD, FRAMEWORKS, PRESETS, framework_names,
-                           framework_system, step_breakdown)
+from ..sim.breakdown import step_breakdown
+from ..sim.frameworks import (DEFAULT_WORKLOAD, FRAMEWORKS, PRESETS, framework_names,
+                              framework_system)
 from .grid_charts import grid_chart
 from .sim_views import compare_table_html, timeline_chart
 from .widgets import wire
@@ -56,7 +57,7 @@ def claims_table_html(frameworks: dict = FRAMEWORKS) -> str:
 
 def presets_table_html(systems: dict, presets: dict = PRESETS) -> str:
     """``systems``: {preset name: RLSystem} (from
-    :func:`~rlmperf_lite.sim.presets.framework_system`). One row per preset: the framework,
+    :func:`~rlmperf_lite.sim.frameworks.framework_system`). One row per preset: the framework,
     GPUs per pool, mode, staleness, partial rollout, streaming updates per version, the
     framework settings it stands for, and the simplifications."""
     rows = []
@@ -83,7 +84,7 @@ _PART_SCALE = alt.Scale(domain=list(BREAKDOWN_PARTS.values()),
 
 
 def breakdown_rows(breakdowns: dict) -> list[dict]:
-    """``breakdowns``: {system: :func:`~rlmperf_lite.sim.presets.step_breakdown` dict}. One
+    """``breakdowns``: {system: :func:`~rlmperf_lite.sim.breakdown.step_breakdown` dict}. One
     row per system and part with its seconds, plus the system's ``step_time_s`` and
     ``work_bound_s``."""
     if not isinstance(breakdowns, dict) or not breakdowns:
@@ -126,7 +127,7 @@ def breakdown_chart(breakdowns: dict, *, title: str = "Where a step's wall time 
 # ---- live widget --------------------------------------------------------------------------------
 def framework_widget(**defaults):
     """A live calculator: two framework presets side by side (dropdowns), the model, the GPU
-    type and the number of GPUs drive :func:`~rlmperf_lite.sim.presets.framework_system` and
+    type and the number of GPUs drive :func:`~rlmperf_lite.sim.frameworks.framework_system` and
     :func:`~rlmperf_lite.sim.simulate` on the presets' default workload; it shows the
     comparison table, the step breakdown and the timeline of two steps of each. Bad inputs
     show the library's ValueError message."""
