@@ -1,9 +1,28 @@
 """rlmperf_lite: the library of the book RLM Performance Foundations.
 
-Subpackages: ``nn`` (the tiny numpy LM), ``tasks`` (verifiable toy tasks), ``rl`` (advantages,
-losses, GRPO), ``workdepth`` (the work-depth calculator), ``views`` (charts and widgets; needs
-altair and ipywidgets), ``cli`` (the ``rlmperf`` command).
-"""
-from . import nn, rl, tasks, workdepth
+What lives where::
 
-__all__ = ["nn", "rl", "tasks", "workdepth"]
+    nn/            the tiny numpy LM: layers.py (forward/backward pairs), model.py, sampling.py
+                   (generate, with a KV cache), optim.py (AdamW), flops.py (the FLOP counter)
+    tasks/         the verifiable toy task (addition) and its reward
+    rl/            losses.py (PPO's clipped surrogate, k1/k3 KL, loss aggregation, and GRPO's
+                   loss: grpo_loss / grpo_loss_grad), advantages.py, gae.py, grpo.py
+                   (GRPOConfig, train_grpo), ppo.py, async_grpo.py, sweep.py
+    cost/          real models and GPUs: flops.py, memory.py, roofline.py, rollout.py,
+                   estimate.py (estimate_rl_step), workdepth_s.py (work and depth in seconds,
+                   Brent's bounds), workdepth.py (the same in PRAM rounds), variants.py (the
+                   GRPO family's costs), collective.py (the ring all-reduce's bytes and time),
+                   parallel_*.py and *_workdepth.py (Part III's layouts), taxonomy.py
+    parallel/      simulated ranks: collectives.py (ring all-reduce, ...), data.py (DP, ZeRO),
+                   tensor.py, context.py, pipeline.py, expert.py, and the GRPO loops on them
+    sim/           the discrete-event simulator of RL systems: system.py, sync.py and
+                   async_engine.py (the event loops), workdepth.py, frameworks.py (framework
+                   presets, data in sim/data/frameworks/*.json)
+    distributed/   the toy RL system as Ray actors (Controller)
+    views/, exercises/   the book's charts, widgets and exercise answers
+    checks.py      argument checks that raise ValueError naming the argument
+    cli.py         the ``rlmperf`` command
+"""
+from . import nn, rl, tasks
+
+__all__ = ["nn", "rl", "tasks"]

@@ -23,7 +23,7 @@ from functools import partial
 from .nn import TinyLMConfig
 from .rl import GRPOConfig, PPOConfig, evaluate, train_grpo, train_ppo
 from .tasks import AdditionTask
-from .workdepth import grpo_step_workdepth
+from .cost.workdepth import grpo_step_workdepth
 
 __all__ = ["main"]
 

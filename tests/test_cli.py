@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from rlmperf_lite.nn import TinyLMConfig
-from rlmperf_lite.workdepth import grpo_step_workdepth
+from rlmperf_lite.cost import grpo_step_workdepth
 
 
 def rlmperf(*args):

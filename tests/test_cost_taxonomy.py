@@ -13,7 +13,7 @@ from rlmperf_lite.cost.pp_workdepth import moe_layer_workdepth_s, pipeline_workd
 from rlmperf_lite.cost.taxonomy import taxonomy_table
 from rlmperf_lite.cost.tp_workdepth import tp_train_workdepth
 from rlmperf_lite.cost.workdepth_s import rl_step_workdepth_s
-from rlmperf_lite.workdepth import per_version_depth
+from rlmperf_lite.cost import per_version_depth
 
 AXES = ["DP", "ZeRO-1", "ZeRO-2", "ZeRO-3 / FSDP", "TP", "SP", "CP", "PP (1F1B)", "EP",
         "colocated", "disaggregated", "fused", "hybrid", "async (k = 1)"]

@@ -7,7 +7,7 @@ import pytest
 from rlmperf_lite.cost import (ModelConfig, estimate_rl_step, expected_max_length, forward_depth,
                                rl_step_workdepth)
 from rlmperf_lite.nn import TinyLMConfig
-from rlmperf_lite.workdepth import _Model
+from rlmperf_lite.cost.workdepth import _Model
 
 BASE = dict(actor="qwen2.5-7b", hardware="h100", prompts=32, group_size=16, prompt_len=512,
             response_len=4096, gpus=64)

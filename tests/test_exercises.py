@@ -19,8 +19,8 @@ from rlmperf_lite import exercises
 from rlmperf_lite.cost import estimate_rl_step
 from rlmperf_lite.exercises import answers, check_answer, expected_answer
 from rlmperf_lite.exercises._answer import QWEN_STEP
-from rlmperf_lite.variant_costs import informative_fraction
-from rlmperf_lite.workdepth import ppo_step_workdepth
+from rlmperf_lite.cost.variants import informative_fraction
+from rlmperf_lite.cost import ppo_step_workdepth
 
 REPO = Path(__file__).resolve().parents[1]
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
@@ -103,7 +103,7 @@ def test_every_answer_is_a_finite_number_that_checks(exercise, capsys):
 
 def test_answers_are_computed_when_asked_not_stored(monkeypatch):
     """Patch a library function: the registry's answer follows it."""
-    monkeypatch.setattr("rlmperf_lite.variant_costs.informative_fraction",
+    monkeypatch.setattr("rlmperf_lite.cost.variants.informative_fraction",
                         lambda q, group_size: 0.125)
     assert expected_answer("ch01.1a") == 0.125
 

@@ -12,7 +12,7 @@ from rlmperf_lite.sim.sizing import (EXAMPLE, example_workload, generation_bound
                                      simulate_placement)
 from rlmperf_lite.sim.workdepth import (BoundedPhase, generation_workdepth, layout_workdepth,
                                         system_workdepth)
-from rlmperf_lite.workdepth import per_version_depth
+from rlmperf_lite.cost import per_version_depth
 
 # Chapter 10's step (section 10.5): GRPO of Qwen2.5-7B on 32 H100s
 WL = Workload(prompts=32, group_size=16, prompt_len=512, mean_response_len=2048.0,

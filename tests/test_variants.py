@@ -7,9 +7,9 @@ from rlmperf_lite.nn import generate
 from rlmperf_lite.rl import (GRPOConfig, SweepRun, categorical_kl_gradients, run_sweep,
                              sweep_table, train_grpo, warm_start)
 from rlmperf_lite.tasks import AdditionTask
-from rlmperf_lite.variant_costs import (BYTES_PER_TRAINABLE_PARAM, dynamic_sampling_rounds,
+from rlmperf_lite.cost.variants import (BYTES_PER_TRAINABLE_PARAM, dynamic_sampling_rounds,
                                         informative_fraction, variant_step_cost)
-from rlmperf_lite.workdepth import grpo_step_workdepth
+from rlmperf_lite.cost import grpo_step_workdepth
 
 SHORT = dict(steps=6, warmstart_max_steps=30)
 TOY = dict(num_layers=2, hidden_size=64, num_heads=4, vocab_size=14, intermediate_size=256,
@@ -213,7 +213,7 @@ def test_variant_step_cost_models_passes_and_resampling():
 
 
 def test_compare_variants_uses_the_pass_rate_for_every_variant():
-    from rlmperf_lite.variant_costs import compare_variants
+    from rlmperf_lite.cost.variants import compare_variants
     shape = dict(**TOY, num_prompts=32, group_size=4, prompt_len=6, response_len=5)
     costs = compare_variants(pass_rate=0.5, **shape)
     assert [c.variant for c in costs] == ["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp",

@@ -5,7 +5,7 @@ from rlmperf_lite.nn import TinyLMConfig
 from rlmperf_lite.rl import GRPOConfig, train_grpo
 from rlmperf_lite.views import (learning_curve_chart, phase_time_chart, workdepth_chart,
                                 workdepth_widget)
-from rlmperf_lite.workdepth import grpo_step_workdepth
+from rlmperf_lite.cost import grpo_step_workdepth
 
 TOY = TinyLMConfig().workdepth_kwargs()
 
@@ -135,7 +135,7 @@ def test_static_calculator_grid_chart_and_page_output():
 
 
 def test_grid_calculators_hold_the_library_values():
-    from rlmperf_lite.variant_costs import compare_variants
+    from rlmperf_lite.cost.variants import compare_variants
     from rlmperf_lite.views import grid_chart, grpo_workdepth_grid, variant_cost_grid
     from rlmperf_lite.views.grid_charts import LLAMA2_7B
     rows = grpo_workdepth_grid({"num_prompts": (32,), "group_size": (16,),

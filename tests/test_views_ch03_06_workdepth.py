@@ -1,5 +1,5 @@
 """The work-depth calculators of Labs 3, 4 and 6 (live panel and no-kernel twin) and the maths
-behind them: DAPO's rounds of generation in seconds (cost.variant_workdepth), the step at a
+behind them: DAPO's rounds of generation in seconds (cost.variants), the step at a
 decode batch per GPU and the toy's measured profile (cost.profiles)."""
 import json
 
@@ -9,9 +9,9 @@ import pytest
 from rlmperf_lite.cost import estimate_rl_step, measure_cpu, rl_step_workdepth_s
 from rlmperf_lite.cost.profiles import (cpu_as_fp32_device, generation_share, measured_profile,
                                         profile_step_workdepth_s, toy_step_kwargs)
-from rlmperf_lite.cost.variant_workdepth import variant_step_workdepth_s
+from rlmperf_lite.cost.variants import variant_step_workdepth_s
 from rlmperf_lite.rl import GRPOConfig, PPOConfig, train_grpo
-from rlmperf_lite.variant_costs import VARIANT_KL, dynamic_sampling_rounds
+from rlmperf_lite.cost.variants import VARIANT_KL, dynamic_sampling_rounds
 from rlmperf_lite.views.ch03_workdepth import (variant_workdepth_calculator,
                                                variant_workdepth_static, variant_workdepth_widget)
 from rlmperf_lite.views.ch04_workdepth import (phase_workdepth_calculator, phase_workdepth_static,

@@ -15,7 +15,7 @@ from rlmperf_lite.sim.workdepth import chain_window, generation_workdepth, syste
 from rlmperf_lite.views.ch12_workdepth import framework_workdepth_calculator
 from rlmperf_lite.views.ch13_workdepth import guideline_workdepth_calculator
 from rlmperf_lite.views.ch14_workdepth import controller_workdepth_calculator
-from rlmperf_lite.workdepth import per_version_depth
+from rlmperf_lite.cost import per_version_depth
 
 EFF = {k: EXAMPLE[k] for k in ("train_efficiency", "decode_efficiency")}
 SLACK = 1e-9

@@ -15,7 +15,7 @@ from rlmperf_lite.views.profile_views import (GENERATION, PROFILE_GRID, phase_sh
                                               ppo_grpo_workdepth, ppo_grpo_workdepth_grid,
                                               profile_chart, profile_estimates,
                                               profile_table_html, profile_widget)
-from rlmperf_lite.workdepth import grpo_step_workdepth, ppo_step_workdepth
+from rlmperf_lite.cost import grpo_step_workdepth, ppo_step_workdepth
 
 # the Chapter 2 lab's 7B comparison: GRPO 32 x 16, PPO 512 x 1, P = 512, R = 4096
 LAB2 = dict(prompt_len=512, response_len=4096)

@@ -13,7 +13,7 @@ from rlmperf_lite.nn import (
     logps_forward,
 )
 from rlmperf_lite.tasks import AdditionTask
-from rlmperf_lite.workdepth import grpo_step_workdepth
+from rlmperf_lite.cost import grpo_step_workdepth
 
 TOY = dict(num_layers=2, hidden_size=64, num_heads=4, vocab_size=14, intermediate_size=256,
            mlp="relu")
@@ -118,7 +118,7 @@ def test_bad_inputs_raise_valueerror_naming_the_parameter(bad, name):
 def test_ppo_predicted_work_equals_the_toy_ppo_runs_counted_flops():
     """Every matrix product of a PPO step (policy and critic, all epochs) is predicted exactly."""
     from rlmperf_lite.rl import PPOConfig, train_ppo
-    from rlmperf_lite.workdepth import ppo_step_workdepth
+    from rlmperf_lite.cost import ppo_step_workdepth
     c = PPOConfig(steps=2, warmstart_max_steps=30, num_prompts=16, ppo_epochs=2,
                   num_minibatches=2)
     row = train_ppo(c).history[-1]
@@ -133,7 +133,7 @@ def test_ppo_predicted_work_equals_the_toy_ppo_runs_counted_flops():
 def test_ppo_adds_a_critic_and_sequential_updates():
     """What the critic costs (Ch. 2): an extra forward at rollout and a forward+backward per
     update; four sequential updates multiply the update depth by four, not the work."""
-    from rlmperf_lite.workdepth import ppo_step_workdepth
+    from rlmperf_lite.cost import ppo_step_workdepth
     kw = dict(**LLAMA2_7B, num_prompts=64, prompt_len=512, response_len=1024)
     one = ppo_step_workdepth(**kw)
     four = ppo_step_workdepth(**kw, ppo_epochs=2, num_minibatches=2)
@@ -149,7 +149,7 @@ def test_ppo_adds_a_critic_and_sequential_updates():
 def test_per_version_depth_is_the_trainer_or_the_pipelined_chain():
     """Book section 11.5: k = 0 is the whole chain; a larger bound divides it by k + 1 until
     the trainer's chain is the floor. (Lab 11 checks the simulator against it over 15 cases.)"""
-    from rlmperf_lite.workdepth import per_version_depth
+    from rlmperf_lite.cost import per_version_depth
     assert per_version_depth(10, 3, 0) == 13
     assert per_version_depth(10, 3, 1) == 6.5 and per_version_depth(10, 3, 4) == 3
     assert per_version_depth(4, 10, 1) == 10

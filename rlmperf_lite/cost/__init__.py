@@ -3,8 +3,8 @@ counts, accelerator presets, FLOPs, bytes, memory and time of each phase of an R
 parallel layouts (Part III): collectives, pipeline bubble, memory and step time per plan, the
 plan search and weight resharding."""
 from .estimate import ALGOS, PhaseEstimate, RLStepEstimate, estimate_rl_step
-from .flops import (decode_flops, forward_flops, matmul_weights_per_token, prefill_flops,
-                    train_flops)
+from .flops import (ADAMW_FLOPS_PER_PARAM, decode_flops, forward_flops, matmul_weights_per_token,
+                    prefill_flops, train_flops)
 from .hardware import (HardwareSpec, hardware_preset, hardware_presets, measure_cpu,
                        resolve_hardware)
 from .hf import from_hf_config
@@ -12,10 +12,13 @@ from .memory import (BYTES_PER_PARAM_ADAM, activation_bytes_per_layer, kv_cache_
                      model_state_bytes)
 from .model import ModelConfig
 from .roofline import decode_step_bytes, decode_step_flops, mfu, roofline_time
-from .workdepth import expected_max_length, forward_depth, rl_step_workdepth
+from .workdepth import (PhaseRounds, WorkDepth, expected_max_length, forward_depth,
+                        grpo_step_workdepth, ppo_step_workdepth, rl_step_workdepth)
 from .workdepth_s import (H100_CLOCK_HZ, PhaseWorkDepth, StepWorkDepth, back_of_envelope,
-                          pram_processors, rl_step_workdepth_s)
-from .variant_workdepth import RESAMPLED_PHASES, VariantWorkDepth, variant_step_workdepth_s
+                          per_version_depth, pram_processors, rl_step_workdepth_s)
+from .variants import (RESAMPLED_PHASES, VARIANT_KL, VariantCost, VariantWorkDepth,
+                       compare_variants, dynamic_sampling_rounds, informative_fraction,
+                       variant_step_cost, variant_step_workdepth_s)
 from .profiles import (LOOP_PHASES, MeasuredPhase, MeasuredProfile, cpu_as_fp32_device,
                        generation_share, measured_profile, profile_step_workdepth_s,
                        toy_step_kwargs)
@@ -44,13 +47,16 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "resolve_model", "HardwareSpec", "hardware_preset", "hardware_presets",
            "resolve_hardware", "measure_cpu",
            "matmul_weights_per_token", "forward_flops", "prefill_flops", "decode_flops",
-           "train_flops", "BYTES_PER_PARAM_ADAM", "model_state_bytes",
+           "train_flops", "ADAMW_FLOPS_PER_PARAM", "BYTES_PER_PARAM_ADAM", "model_state_bytes",
            "activation_bytes_per_layer", "kv_cache_bytes_per_token", "roofline_time",
            "decode_step_bytes", "decode_step_flops", "mfu", "ALGOS", "PhaseEstimate",
            "RLStepEstimate", "estimate_rl_step", "expected_max_length", "forward_depth",
            "rl_step_workdepth", "PhaseWorkDepth", "StepWorkDepth", "rl_step_workdepth_s",
            "back_of_envelope", "pram_processors", "H100_CLOCK_HZ",
            "variant_step_workdepth_s", "VariantWorkDepth", "RESAMPLED_PHASES",
+           "PhaseRounds", "WorkDepth", "grpo_step_workdepth", "ppo_step_workdepth",
+           "per_version_depth", "VARIANT_KL", "VariantCost", "compare_variants",
+           "dynamic_sampling_rounds", "informative_fraction", "variant_step_cost",
            "profile_step_workdepth_s", "generation_share", "cpu_as_fp32_device",
            "toy_step_kwargs", "measured_profile", "MeasuredProfile", "MeasuredPhase",
            "LOOP_PHASES", "ToyOpCosts", "ToyStepWorkDepth", "best_of_s", "measure_toy_op_costs",

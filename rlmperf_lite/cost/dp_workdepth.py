@@ -45,7 +45,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..checks import check_choice, check_int, check_number
-from ..workdepth import _ADAMW_FLOPS_PER_PARAM
+from .flops import ADAMW_FLOPS_PER_PARAM
 from .collective import collective_bytes_per_rank, collective_time_s
 from .flops import forward_flops
 from .hardware import HardwareSpec, resolve_hardware
@@ -285,7 +285,7 @@ def dp_update_workdepth(model, hardware="h100", *, dp: int, zero_stage: int = 0,
         mine = [c.name for c in colls if c.window == w.name]
         label = mine[0] if len(mine) == 1 else "per-layer gathers + reduce-scatters"
         phases.append(_phase(f"{label} (exposed)", 0.0, 0.0, w.exposed_s, dp))
-    phases.append(_phase("optimizer step", dp * _ADAMW_FLOPS_PER_PARAM * owned, dp * t_opt,
+    phases.append(_phase("optimizer step", dp * ADAMW_FLOPS_PER_PARAM * owned, dp * t_opt,
                          t_opt, dp))
     return DPUpdateWorkDepth(tuple(phases), colls, windows, dp, zero_stage, link, bw, rate,
                              microbatches, micro_batch_size * seq_len, t_fwd, t_mb - t_fwd,

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..checks import check_bool, check_choice, check_int, check_number, check_real_array
-from .flops import forward_flops
+from .flops import ADAMW_FLOPS_PER_PARAM, forward_flops
 from .hardware import resolve_hardware
 from .memory import activation_bytes_per_layer, model_state_bytes
 from .phase import PhaseEstimate
@@ -283,7 +283,8 @@ def _train_phases(models, cost: _TrainCost, R, ppo_epochs, recompute_old_logprob
 def _update_phase(key: str, m, cost: _TrainCost, ppo_epochs: int) -> PhaseEstimate:
     """A model's update: ppo_epochs x (forward + backward, 3 forwards, + AdamW's 12 N)."""
     head = "all" if key == "actor" else "none"
-    f = ppo_epochs * (3 * forward_flops(m, cost.T, lm_head=head) + 12.0 * m.num_params())
+    f = ppo_epochs * (3 * forward_flops(m, cost.T, lm_head=head)
+                      + ADAMW_FLOPS_PER_PARAM * m.num_params())
     # per pass: bf16 weights read (forward, backward) and gradients written, then the
     # optimizer reads and writes fp32 master weights and two moments: ~18 bytes/parameter
     moved = ppo_epochs * cost.gpus * 18.0 * m.num_params()

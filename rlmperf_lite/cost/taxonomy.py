@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..checks import check_choice, check_int, check_number
-from ..workdepth import per_version_depth
+from ..cost.workdepth_s import per_version_depth
 from .collective import NVLINK_HOP_LATENCY_S, collective_bytes_per_rank
 from .dp_workdepth import dp_update_workdepth
 from .estimate import estimate_rl_step

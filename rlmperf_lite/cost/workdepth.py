@@ -1,28 +1,299 @@
-"""Work and depth of an RL step of a real model, and the straggler effect of response lengths
-(book Chapter 5).
+"""Work and depth of an RL step in PRAM rounds: the ideal-machine limit of the book's model
+(book sections :ref:`sec-workdepth-rounds` and :ref:`sec-workdepth-seconds`).
 
-Work W is the FLOPs of :func:`rlmperf_lite.cost.estimate_rl_step`'s phases. Depth 𝒟 counts
-PRAM rounds with the conventions of :mod:`rlmperf_lite.workdepth` (a dot product of length k:
-1 + ceil(log2 k) rounds; softmax over n: 2 ceil(log2 n) + 3; a norm over D: ceil(log2 D) + 5),
-extended to grouped-query attention (same depth as multi-head: heads are independent) and to
-mixture-of-experts layers (router dot product, top-k over E experts, the expert MLP, the sum of
-k + shared outputs). Decoding one response of R tokens is R - 1 forward passes one after
-another, so its depth grows with R and with the number of layers, and no number of processors
-removes it. A group (and a rollout batch) finishes with its longest response: with lengths drawn
-independently, the expected maximum of G draws (:func:`expected_max_length`) sets the decode
-depth.
+The work-depth model (Blelloch 1996, "Programming parallel algorithms", CACM 39(3)): a
+computation is a DAG of unit operations; its **work** W is the number of operations and its
+**depth** (𝒟 in the book, ``depth_rounds`` here) the length of the longest dependent chain. With
+p processors each doing one operation per round, a greedy schedule finishes in t_p rounds with
+(Brent 1974) max(W / p, depth) <= t_p <= W / p + depth.
+
+W counts FLOPs of matrix products (2 per multiply-add, Kaplan et al. 2020 — what the toy's
+:data:`rlmperf_lite.nn.COUNTER` measures); reward and advantage phases their arithmetic
+operations. Depth counts rounds with binary-tree reductions: a dot product of length k takes
+1 + ceil(log2 k) rounds, a softmax over n keys 2 ceil(log2 n) + 3, an RMSNorm over D features
+ceil(log2 D) + 5, residual adds 1. Tokens of one sequence run in parallel in prefill and
+training; decode runs one token after another, so its depth grows with R. Two entry points:
+:func:`grpo_step_workdepth` / :func:`ppo_step_workdepth` for the toy's shapes, and
+:func:`rl_step_workdepth` for a real model (:func:`~rlmperf_lite.cost.estimate_rl_step`'s FLOPs;
+grouped-query attention as multi-head, MoE layers with their router and top-k). The same model
+in seconds, on a real machine: :mod:`rlmperf_lite.cost.workdepth_s`.
+
+Shape letters: B prompts, G group size, P prompt length, R response length, T = P + R,
+D width, F MLP width, L layers, V vocabulary, N parameters.
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 
-from ..checks import check_int, check_real_array
-from ..workdepth import _ACT_DEPTH, _ADAMW_DEPTH, PhaseCost, WorkDepth, _d_mm, _lg
+from ..checks import check_int, check_number, check_real_array
 from .estimate import estimate_rl_step, sample_lengths
-from .presets import resolve_model
+from .flops import ADAMW_FLOPS_PER_PARAM
 from .model import ModelConfig
+from .presets import resolve_model
 
-__all__ = ["expected_max_length", "forward_depth", "rl_step_workdepth"]
+__all__ = ["PhaseRounds", "WorkDepth", "grpo_step_workdepth", "ppo_step_workdepth",
+           "expected_max_length", "forward_depth", "rl_step_workdepth"]
+
+_ACT_DEPTH = {"relu": 1, "gelu": 7, "swiglu": 5}     # dependent elementwise rounds
+_MLP_MATS = {"relu": 2, "gelu": 2, "swiglu": 3}      # weight matrices of D x F in the MLP
+_ADAMW_DEPTH = 8
+
+
+def _lg(k: float) -> int:
+    return math.ceil(math.log2(k)) if k > 1 else 0
+
+
+def _d_mm(k: float) -> int:
+    """Rounds of a dot product of length k: one multiply, then a binary tree of adds."""
+    return 1 + _lg(k)
+
+
+@dataclass(frozen=True)
+class PhaseRounds:
+    """One phase: work (FLOPs), depth (rounds) and Brent's bounds for ``processors``."""
+
+    name: str
+    work_flops: float
+    depth_rounds: float
+    processors: int
+
+    @property
+    def parallelism(self) -> float:
+        """W / depth — the most processors the phase can keep busy on average."""
+        return self.work_flops / self.depth_rounds if self.depth_rounds else math.inf
+
+    @property
+    def lower_rounds(self) -> float:
+        """max(W / p, depth) — no schedule on p processors is faster."""
+        return max(self.work_flops / self.processors, self.depth_rounds)
+
+    @property
+    def brent_rounds(self) -> float:
+        """W / p + depth — a greedy schedule on p processors is this fast or faster (Brent)."""
+        return self.work_flops / self.processors + self.depth_rounds
+
+    def as_dict(self) -> dict:
+        return {"phase": self.name, "work_flops": self.work_flops,
+                "depth_rounds": self.depth_rounds, "parallelism": self.parallelism,
+                "lower_rounds": self.lower_rounds, "brent_rounds": self.brent_rounds}
+
+
+@dataclass(frozen=True)
+class WorkDepth:
+    """Phases of one step in execution order; phases run one after another."""
+
+    phases: tuple
+    processors: int
+
+    @property
+    def work_flops(self) -> float:
+        return float(sum(p.work_flops for p in self.phases))
+
+    @property
+    def depth_rounds(self) -> float:
+        return float(sum(p.depth_rounds for p in self.phases))
+
+    @property
+    def brent_rounds(self) -> float:
+        """Sum of the phases' Brent bounds (each phase waits for the previous one)."""
+        return float(sum(p.brent_rounds for p in self.phases))
+
+    def phase(self, name: str) -> PhaseRounds:
+        for p in self.phases:
+            if p.name == name:
+                return p
+        raise KeyError(f"no phase {name!r}; phases are {[p.name for p in self.phases]}")
+
+    def as_dict(self) -> dict:
+        return {"processors": self.processors, "work_flops": self.work_flops,
+                "depth_rounds": self.depth_rounds, "brent_rounds": self.brent_rounds,
+                "phases": [p.as_dict() for p in self.phases]}
+
+
+def _positive_int(name, value):
+    check_int(name, value, 1)
+
+
+class _Model:
+    """Matmul FLOPs and depth of forward passes of one model shape (validated)."""
+
+    def __init__(self, num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp,
+                 attention):
+        for name, v in (("num_layers", num_layers), ("hidden_size", hidden_size),
+                        ("num_heads", num_heads), ("vocab_size", vocab_size)):
+            _positive_int(name, v)
+        F = 4 * hidden_size if intermediate_size is None else intermediate_size
+        _positive_int("intermediate_size", F)
+        if hidden_size % num_heads:
+            raise ValueError(f"num_heads={num_heads} must divide hidden_size={hidden_size}")
+        if mlp not in _MLP_MATS:
+            raise ValueError(f"mlp must be one of {sorted(_MLP_MATS)}, got {mlp!r}")
+        if attention not in ("causal", "dense"):
+            raise ValueError(f"attention must be 'causal' or 'dense', got {attention!r}")
+        self.L, self.D, self.H, self.V, self.F = num_layers, hidden_size, num_heads, vocab_size, F
+        self.mlp, self.attention = mlp, attention
+        D, L = hidden_size, num_layers
+        self.dense_per_tok = L * (2 * D * 3 * D + 2 * D * D + _MLP_MATS[mlp] * 2 * D * F)
+        self.lm_head = 2 * D * vocab_size
+        self.value_head = 2 * D                        # the critic's (D, 1) head
+        self.n_params = L * (4 * D * D + _MLP_MATS[mlp] * D * F) + 2 * vocab_size * D
+        norm_d = _lg(D) + 5
+        self._norm_d = norm_d
+        self.sample_d = 2 * _lg(vocab_size) + 3      # log-softmax / pick over V
+        self.head_d = norm_d + _d_mm(D)
+
+    def pairs(self, n):                                # query-key pairs of a pass over n positions
+        return n * n if self.attention == "dense" else n * (n + 1) / 2
+
+    def seq_flops(self, n, head_positions, head=None):
+        """Forward of one sequence of n positions, the head applied at ``head_positions``."""
+        head = self.lm_head if head is None else head
+        return n * self.dense_per_tok + self.L * 4 * self.D * self.pairs(n) + head_positions * head
+
+    def token_flops(self, context):                    # one decode position attending to context
+        return self.dense_per_tok + self.L * 4 * self.D * context + self.lm_head
+
+    def layer_depth(self, n):                          # one block, context n
+        D, nd = self.D, self._norm_d
+        return (nd + _d_mm(D) + _d_mm(D // self.H) + 1 + (2 * _lg(n) + 3) + _d_mm(n)  # attention
+                + _d_mm(D) + 1                                                      # proj, add
+                + nd + _d_mm(D) + _ACT_DEPTH[self.mlp] + _d_mm(self.F) + 1)         # MLP, add
+
+    def fwd_depth(self, n):
+        return self.L * self.layer_depth(n) + self.head_d
+
+    def optimizer(self, num_params):
+        n = self.n_params if num_params is None else num_params
+        _positive_int("num_params", n)
+        return float(ADAMW_FLOPS_PER_PARAM * n), _ADAMW_DEPTH + _d_mm(n) + 3
+
+    def rollout(self, n_prompts, group_size, P, R, share_prefill):
+        """Phases prefill and decode for n_prompts x group_size sequences."""
+        n_seq = n_prompts * group_size
+        n_prefill = n_prompts if share_prefill else n_seq
+        decode_w = sum(n_seq * self.token_flops(P + j) for j in range(1, R))
+        decode_d = R * self.sample_d + sum(self.fwd_depth(P + j) for j in range(1, R))
+        return [("prefill", n_prefill * self.seq_flops(P, 1), self.fwd_depth(P)),
+                ("decode", float(decode_w), float(decode_d))]
+
+
+def _check_step(**sizes):
+    for name, v in sizes.items():
+        _positive_int(name, v)
+
+
+def _check_kl(kl_coef):
+    if isinstance(kl_coef, bool) or not isinstance(kl_coef, (int, float)) or not kl_coef >= 0:
+        raise ValueError(f"kl_coef must be >= 0, got {kl_coef!r}")
+
+
+def _result(phases, processors):
+    return WorkDepth(tuple(PhaseRounds(n, float(w), float(d), processors) for n, w, d in phases),
+                     processors)
+
+
+def grpo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, vocab_size: int,
+                        intermediate_size: int | None = None, mlp: str = "gelu",
+                        num_prompts: int, group_size: int, prompt_len: int, response_len: int,
+                        kl_coef: float = 0.0, processors: int = 1, attention: str = "causal",
+                        share_prefill: bool = True, num_params: int | None = None) -> WorkDepth:
+    """Work and depth of each phase of one GRPO step with one update per batch.
+
+    Args:
+        num_layers, hidden_size, num_heads, vocab_size, intermediate_size: L, D, H, V, F
+            (F defaults to 4 D); H must divide D.
+        mlp: ``"relu"`` or ``"gelu"`` (two D x F matrices) or ``"swiglu"`` (three, Llama).
+        num_prompts, group_size, prompt_len, response_len: B, G, P, R (R tokens generated per
+            completion: one from the prefill's logits, then R - 1 decode steps).
+        kl_coef: > 0 adds the reference model's forward pass.
+        processors: p in Brent's bound.
+        attention: ``"causal"`` counts the T(T+1)/2 query-key pairs a causal mask keeps;
+            ``"dense"`` counts all T^2, as an implementation that masks a full score matrix
+            computes (the toy model does, in prefill and training).
+        share_prefill: prefill each prompt once for its G samples (as inference engines do with
+            ``n`` samples; the toy sampler does) rather than B * G times.
+        num_params: N for the optimizer's work; defaults to the weights of the matrices and the
+            token embedding.
+    Returns:
+        :class:`WorkDepth` with phases prefill, decode, [reference], reward, advantages,
+        train_forward, train_backward, optimizer.
+    Raises:
+        ValueError: naming a non-positive size, an unknown ``mlp`` or ``attention``, or a
+            negative ``kl_coef``.
+    """
+    m = _Model(num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp, attention)
+    _check_step(num_prompts=num_prompts, group_size=group_size, prompt_len=prompt_len,
+                response_len=response_len, processors=processors)
+    _check_kl(kl_coef)
+    B, G, P, R = num_prompts, group_size, prompt_len, response_len
+    T, n_seq = P + R, B * G
+    phases = m.rollout(B, G, P, R, share_prefill)
+    train_fwd_w = n_seq * m.seq_flops(T, T)
+    train_fwd_d = m.fwd_depth(T) + m.sample_d
+    if kl_coef > 0:
+        phases.append(("reference", train_fwd_w, train_fwd_d))
+    phases.append(("reward", float(n_seq * R), 1 + _lg(R)))
+    phases.append(("advantages", float(6 * n_seq), 2 * _lg(G) + 6))
+    phases.append(("train_forward", train_fwd_w, train_fwd_d))
+    phases.append(("train_backward", 2 * train_fwd_w, train_fwd_d + _d_mm(n_seq * T)))
+    phases.append(("optimizer", *m.optimizer(num_params)))
+    return _result(phases, processors)
+
+
+def ppo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, vocab_size: int,
+                       intermediate_size: int | None = None, mlp: str = "gelu",
+                       num_prompts: int, prompt_len: int, response_len: int,
+                       ppo_epochs: int = 1, num_minibatches: int = 1, kl_coef: float = 0.0,
+                       processors: int = 1, attention: str = "causal",
+                       num_params: int | None = None) -> WorkDepth:
+    """Work and depth of one PPO step with a critic of the policy's shape (book Part I, Ch. 2).
+
+    Same shape arguments as :func:`grpo_step_workdepth`; one completion per prompt. What the
+    critic adds: a ``values`` pass at rollout time, and per update a critic forward, backward and
+    optimizer step. ``ppo_epochs * num_minibatches`` updates run one after another, so their
+    depths add up, while each epoch's work is one pass over the batch. GAE is costed in the
+    vectorised form the library uses (a (R, R) discount matrix: work 2 B R^2, depth
+    1 + ceil(log2 R) + 3); the reversed loop would have depth about 2 R.
+
+    Returns:
+        :class:`WorkDepth` with phases prefill, decode, [reference], reward, values, advantages,
+        train_forward, train_backward, optimizer, critic_forward, critic_backward,
+        critic_optimizer.
+    Raises:
+        ValueError: as :func:`grpo_step_workdepth`, or for ``num_minibatches > num_prompts``.
+    """
+    m = _Model(num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp, attention)
+    _check_step(num_prompts=num_prompts, prompt_len=prompt_len, response_len=response_len,
+                processors=processors, ppo_epochs=ppo_epochs, num_minibatches=num_minibatches)
+    _check_kl(kl_coef)
+    if num_minibatches > num_prompts:
+        raise ValueError(f"num_minibatches={num_minibatches} exceeds num_prompts={num_prompts}")
+    B, P, R, E, M = num_prompts, prompt_len, response_len, ppo_epochs, num_minibatches
+    T, U = P + R, ppo_epochs * num_minibatches           # U sequential updates
+    mb = math.ceil(B / M)
+    phases = m.rollout(B, 1, P, R, True)
+    policy_fwd_w, policy_fwd_d = B * m.seq_flops(T, T), m.fwd_depth(T) + m.sample_d
+    critic_fwd_w = B * m.seq_flops(T, T, head=m.value_head)
+    critic_fwd_d = m.fwd_depth(T)                       # same trunk; the (D, 1) head's depth
+    #                                                     equals the LM head's (norm + dot of D)
+    if kl_coef > 0:
+        phases.append(("reference", policy_fwd_w, policy_fwd_d))
+    phases.append(("reward", float(B * R), 1 + _lg(R)))
+    phases.append(("values", critic_fwd_w, critic_fwd_d))
+    phases.append(("advantages", float(2 * B * R * R + 4 * B * R), 1 + _lg(R) + 3))
+    n_policy = m.n_params if num_params is None else num_params
+    n_critic = n_policy - vocab_size * hidden_size + hidden_size    # value head for the LM head
+    for prefix, fwd_w, fwd_d, n_par in (("train", policy_fwd_w, policy_fwd_d, n_policy),
+                                        ("critic", critic_fwd_w, critic_fwd_d, n_critic)):
+        opt_w, opt_d = m.optimizer(n_par)
+        phases.append((f"{prefix}_forward", E * fwd_w, U * fwd_d))
+        phases.append((f"{prefix}_backward", 2 * E * fwd_w, U * (fwd_d + _d_mm(mb * T))))
+        phases.append(("optimizer" if prefix == "train" else "critic_optimizer",
+                       U * opt_w, U * opt_d))
+    return _result(phases, processors)
 
 
 def expected_max_length(lengths, group_size: int) -> float:
@@ -116,5 +387,5 @@ def rl_step_workdepth(algo: str = "grpo", *, processors: int = 1, **estimate_kwa
             depth = 1
         else:                                           # log-probs, values, reward forward
             depth = forward_depth(m, T)
-        phases.append(PhaseCost(p.name, float(p.flops), float(depth), processors))
+        phases.append(PhaseRounds(p.name, float(p.flops), float(depth), processors))
     return WorkDepth(tuple(phases), processors)

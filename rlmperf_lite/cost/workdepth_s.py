@@ -31,7 +31,7 @@ from .presets import resolve_model
 from .rollout import decode_step_s, prefill_s
 
 __all__ = ["PhaseWorkDepth", "StepWorkDepth", "rl_step_workdepth_s", "back_of_envelope",
-           "pram_processors", "H100_CLOCK_HZ"]
+           "pram_processors", "per_version_depth", "H100_CLOCK_HZ"]
 
 #: The H100 SXM clock in Hz; 989.5 TFLOP/s dense bf16 = 132 SMs x 4,096 FLOPs a clock x 1.83 GHz.
 H100_CLOCK_HZ = 1.83e9
@@ -236,3 +236,20 @@ def pram_processors(hardware: HardwareSpec, gpus: int, *, clock_hz: float = H100
     check_int("gpus", gpus, 1)
     check_number("clock_hz", clock_hz, low=0, low_open=True)
     return gpus * hardware.peak(dtype) / clock_hz
+
+
+def per_version_depth(gen_depth: float, train_depth: float, staleness: int) -> float:
+    """The steady time per weight version when generation (depth ``gen_depth``) may run
+    ``staleness`` k versions ahead of a trainer whose chain per version is ``train_depth``
+    (same unit, e.g. seconds): max(D_train, (D_gen + D_train) / (k + 1)), with unlimited
+    processors. Derived in book section :ref:`sec-async-workdepth`; the simulator reproduces
+    it and the Ray controller's work-depth uses it.
+
+    Raises:
+        ValueError: naming ``gen_depth`` or ``train_depth`` (negative) or ``staleness`` (not an
+            int >= 0).
+    """
+    check_number("gen_depth", gen_depth, low=0)
+    check_number("train_depth", train_depth, low=0)
+    check_int("staleness", staleness, 0)
+    return max(train_depth, (gen_depth + train_depth) / (staleness + 1))

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..checks import check_choice, check_int, check_number
 from ..tasks import AdditionTask
-from ..workdepth import per_version_depth
+from ..cost.workdepth_s import per_version_depth
 from .modes import run_config
 from .result import RayRunResult
 
@@ -207,7 +207,7 @@ class ControllerWorkDepth:
     @property
     def per_version_s(self) -> float:
         """The depth per version, max(D_train, D / (k + 1)), when generation runs k versions
-        ahead (:func:`rlmperf_lite.workdepth.per_version_depth`, book section 11.5): the step
+        ahead (:func:`rlmperf_lite.cost.per_version_depth`, book section 11.5): the step
         time a schedule can reach."""
         return per_version_depth(self.generate_s, self.train_depth_s, self.staleness)
 

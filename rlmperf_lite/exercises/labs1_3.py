@@ -13,18 +13,18 @@ __all__ = ["ANSWERS"]
 # ---- Lab 1 -----------------------------------------------------------------------------------
 
 def _informative(q: float, group_size: int) -> float:
-    from ..variant_costs import informative_fraction
+    from ..cost.variants import informative_fraction
     return informative_fraction(q, group_size)
 
 
 def _most_informative_pass_rate() -> float:
-    from ..variant_costs import informative_fraction
+    from ..cost.variants import informative_fraction
     q = np.linspace(0.0, 1.0, 10_001)
     return float(q[np.argmax([informative_fraction(x, 4) for x in q])])
 
 
 def _llama_workdepth(response_len: int):
-    from ..workdepth import grpo_step_workdepth
+    from ..cost.workdepth import grpo_step_workdepth
     return grpo_step_workdepth(**LLAMA2_7B_SHAPE, num_prompts=32, group_size=16, prompt_len=512,
                                response_len=response_len)
 
@@ -37,7 +37,7 @@ def _depth_growth(phase: str) -> float:
 # ---- Lab 2 -----------------------------------------------------------------------------------
 
 def _update_depth_factor() -> float:
-    from ..workdepth import ppo_step_workdepth
+    from ..cost.workdepth import ppo_step_workdepth
     kw = dict(**LLAMA2_7B_SHAPE, num_prompts=512, prompt_len=512, response_len=4096)
     four = ppo_step_workdepth(**kw, ppo_epochs=2, num_minibatches=2)
     one = ppo_step_workdepth(**kw, ppo_epochs=1, num_minibatches=1)
@@ -64,7 +64,7 @@ def _gae_signal_share(lam: float) -> float:
 
 
 def _critic_break_even_group() -> int:
-    from ..workdepth import grpo_step_workdepth, ppo_step_workdepth
+    from ..cost.workdepth import grpo_step_workdepth, ppo_step_workdepth
     lengths = dict(prompt_len=512, response_len=4096)
     ppo = ppo_step_workdepth(**LLAMA2_7B_SHAPE, num_prompts=32, ppo_epochs=2, num_minibatches=2,
                              **lengths)
@@ -96,7 +96,7 @@ def _length_bias_ratio() -> float:
 
 
 def _dapo_depth_factor() -> float:
-    from ..variant_costs import compare_variants
+    from ..cost.variants import compare_variants
     costs = {c.variant: c for c in compare_variants(
         **LLAMA2_7B_SHAPE, num_prompts=32, group_size=16, prompt_len=512, response_len=4096,
         pass_rate=0.8, kl_coef=0.001)}
@@ -122,7 +122,7 @@ def _k2_k3_opposite_count() -> int:
 
 
 def _rounds(q: float) -> float:
-    from ..variant_costs import dynamic_sampling_rounds, informative_fraction
+    from ..cost.variants import dynamic_sampling_rounds, informative_fraction
     return dynamic_sampling_rounds(informative_fraction(q, 16), 512, None)["expected_rounds"]
 
 

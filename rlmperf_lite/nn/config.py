@@ -61,7 +61,7 @@ class TinyLMConfig:
         return self.hidden_size // self.num_heads
 
     def workdepth_kwargs(self) -> dict:
-        """The shape keywords of :func:`rlmperf_lite.workdepth.grpo_step_workdepth`."""
+        """The shape keywords of :func:`rlmperf_lite.cost.grpo_step_workdepth`."""
         return {"num_layers": self.num_layers, "hidden_size": self.hidden_size,
                 "num_heads": self.num_heads, "vocab_size": self.vocab_size,
                 "intermediate_size": self.intermediate_size, "mlp": self.activation}

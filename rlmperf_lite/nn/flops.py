@@ -4,7 +4,7 @@ Every matrix product of :mod:`rlmperf_lite.nn` goes through :func:`mm`, which ad
 ``2 * m * k * n`` FLOPs (one multiply and one add per term, the convention of Kaplan et al. 2020
 and of every FLOP count in this book) to the counter's current phase. Elementwise work (norms,
 activations, softmax) is not counted, exactly as the analytical formulas of Chapter 1
-(:mod:`rlmperf_lite.workdepth`) do not count it; the lab puts "counted" beside "predicted".
+(:mod:`rlmperf_lite.cost.workdepth`) do not count it; the lab puts "counted" beside "predicted".
 
 Phases used by the library: ``"prefill"`` and ``"decode"`` (set by the sampler), ``"forward"``
 (default of a full-sequence pass), ``"backward"``; callers rename a pass with

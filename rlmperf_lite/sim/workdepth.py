@@ -19,7 +19,7 @@ depth is the chain a version must wait for. With the update training its own bat
 iteration_s(1). With streaming consumption (``consume="ready"``) the update takes whichever
 groups are ready, and the chain holds only the c-th quickest of the n groups it may take (c, n
 and k from the admission rule, :func:`chain_window`). Per version, D_k = max(D_train, (D_gen +
-D_tail) / (k + 1)): the recurrence of :func:`~rlmperf_lite.workdepth.per_version_depth`, with
+D_tail) / (k + 1)): the recurrence of :func:`~rlmperf_lite.cost.per_version_depth`, with
 D_tail, the passes, update and sync after the chain's group, in place of the trainer's chain
 D_train (equal for one update per version, in batch order). Upper bounds count each phase on
 its own pool's GPUs (Brent's greedy schedule on the GPUs that may take its tasks).
@@ -36,7 +36,7 @@ import numpy as np
 
 from ..checks import check_int, check_number
 from ..cost import PhaseWorkDepth
-from ..workdepth import per_version_depth
+from ..cost.workdepth_s import per_version_depth
 from .async_engine import admission_cap
 from .from_cost import system_from_cost
 from .system import CPU, TRAIN_PHASES, RLSystem

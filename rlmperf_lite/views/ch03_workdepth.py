@@ -1,11 +1,11 @@
 """Lab 3's work-depth calculator: one step of each member of the GRPO family and of PPO on a
 real model, in seconds, DAPO's rounds of generation included
-(:func:`~rlmperf_lite.cost.variant_workdepth.variant_step_workdepth_s`), live and with no
+(:func:`~rlmperf_lite.cost.variant_step_workdepth_s`), live and with no
 kernel from one definition (:class:`~rlmperf_lite.views.workdepth_calc.WorkDepthCalculator`)."""
 from __future__ import annotations
 
-from ..cost.variant_workdepth import variant_step_workdepth_s
-from ..variant_costs import VARIANT_KL
+from ..cost.variants import variant_step_workdepth_s
+from ..cost.variants import VARIANT_KL
 from .workdepth_calc import WorkDepthCalculator
 
 __all__ = ["VARIANT_OPTIONS", "variant_workdepth_calculator", "variant_workdepth_widget",

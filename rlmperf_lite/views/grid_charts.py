@@ -9,8 +9,8 @@ import itertools
 import altair as alt
 
 from ..cost import rl_step_workdepth
-from ..variant_costs import compare_variants
-from ..workdepth import grpo_step_workdepth
+from ..cost.variants import compare_variants
+from ..cost.workdepth import grpo_step_workdepth
 from .static_calculators import bound_controls, grid_data
 
 __all__ = ["grid_chart", "grpo_workdepth_grid", "rl_workdepth_grid", "variant_cost_grid"]
@@ -26,7 +26,7 @@ def _product(grid: dict):
 
 
 def grpo_workdepth_grid(grid: dict | None = None) -> list[dict]:
-    """Chapter 1's calculator (:func:`~rlmperf_lite.workdepth.grpo_step_workdepth`,
+    """Chapter 1's calculator (:func:`~rlmperf_lite.cost.grpo_step_workdepth`,
     Llama-2-7B shape, P = 512) over a grid of B, G, R and log10 p: per phase, Brent's bounds
     max(W/p, 𝒟) and W/p + 𝒟 in rounds."""
     grid = grid or {"num_prompts": (8, 32, 128, 512), "group_size": (1, 4, 16, 64),
@@ -61,7 +61,7 @@ def rl_workdepth_grid(grid: dict | None = None) -> list[dict]:
 
 
 def variant_cost_grid(grid: dict | None = None) -> list[dict]:
-    """Chapter 3's calculator (:func:`~rlmperf_lite.variant_costs.compare_variants`,
+    """Chapter 3's calculator (:func:`~rlmperf_lite.cost.compare_variants`,
     Llama-2-7B shape, 32 prompts, P = 512, R = 4096) over the pass rate, G and the KL
     coefficient: per variant and measure (completions generated, model-state GB, work in FLOPs,
     depth in rounds) one value."""

@@ -3,8 +3,8 @@ evaluates when the book is built, drawn by :func:`~rlmperf_lite.views.grid_chart
 
 - Chapter 2 (book section 2.4, what the critic costs): work W, depth 𝒟 and Brent's bound
   W/p + 𝒟 of each phase of a PPO step against a GRPO step with the same samples, from
-  :func:`~rlmperf_lite.workdepth.ppo_step_workdepth` and
-  :func:`~rlmperf_lite.workdepth.grpo_step_workdepth`.
+  :func:`~rlmperf_lite.cost.ppo_step_workdepth` and
+  :func:`~rlmperf_lite.cost.grpo_step_workdepth`.
 - Chapter 6 (book sections 6.1-6.2, compute profiles): each phase's share of the step's time
   and the share of generation, from :func:`~rlmperf_lite.cost.estimate_rl_step` (the grid is
   :func:`~rlmperf_lite.views.estimate_grid`'s, Chapter 4's calculator).
@@ -16,7 +16,7 @@ from __future__ import annotations
 import altair as alt
 
 from ..cost import ALGOS, estimate_rl_step, hardware_presets, model_presets
-from ..workdepth import grpo_step_workdepth, ppo_step_workdepth
+from ..cost.workdepth import grpo_step_workdepth, ppo_step_workdepth
 from .charts import workdepth_chart
 from .cost_views import phase_share_chart
 from .grid_charts import LLAMA2_7B, _product, grid_chart
@@ -45,7 +45,7 @@ def ppo_grpo_workdepth(*, model: dict = LLAMA2_7B, num_prompts: int, group_size:
     ``num_minibatches`` updates. GRPO makes one update per batch.
 
     Args:
-        model: the shape keywords of :func:`~rlmperf_lite.workdepth.grpo_step_workdepth`
+        model: the shape keywords of :func:`~rlmperf_lite.cost.grpo_step_workdepth`
             (default the Llama-2-7B shape of the labs).
         num_prompts, group_size, prompt_len, response_len: B, G, P, R.
         ppo_epochs, num_minibatches, kl_coef, processors: as the library's.

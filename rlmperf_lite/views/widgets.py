@@ -6,8 +6,8 @@ from __future__ import annotations
 import html
 from typing import Callable
 
-from ..variant_costs import compare_variants
-from ..workdepth import grpo_step_workdepth
+from ..cost.variants import compare_variants
+from ..cost.workdepth import grpo_step_workdepth
 from .charts import workdepth_chart
 
 
@@ -78,7 +78,7 @@ def workdepth_widget(**model):
 
     Defaults: the DeepSeek-R1-like batch of the Chapter 1 lab (B=32, G=16, P=512, R=4096).
 
-    ``model``: the shape keywords of :func:`~rlmperf_lite.workdepth.grpo_step_workdepth`
+    ``model``: the shape keywords of :func:`~rlmperf_lite.cost.grpo_step_workdepth`
     (num_layers, hidden_size, ...).
     Bad combinations show the calculator's ValueError message instead of a traceback.
     """
@@ -102,7 +102,7 @@ def workdepth_widget(**model):
 
 
 def variant_cost_html(costs: list) -> str:
-    """An HTML table of :class:`~rlmperf_lite.variant_costs.VariantCost` rows (the widget's and
+    """An HTML table of :class:`~rlmperf_lite.cost.VariantCost` rows (the widget's and
     the lab's view)."""
     def cell(v):
         return "&ndash;" if v is None else f"{v:,.4g}"
@@ -121,7 +121,7 @@ def variant_cost_html(costs: list) -> str:
 
 def variant_cost_widget(**model):
     """Sliders for B, G, P, R, the per-prompt pass rate, the KL coefficient and DAPO's resampling
-    limit, driving :func:`rlmperf_lite.variant_costs.compare_variants` for a fixed model shape
+    limit, driving :func:`rlmperf_lite.cost.compare_variants` for a fixed model shape
     (Chapter 3 lab). Bad combinations show the calculator's ValueError message instead of a
     traceback."""
     import ipywidgets as w

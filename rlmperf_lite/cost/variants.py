@@ -1,4 +1,6 @@
-"""What one step of each member of the GRPO family (and PPO) costs (book section 3.8, Ch. 3 lab).
+"""What one step of each member of the GRPO family (and PPO) costs (book section
+:ref:`sec-variant-costs`): models held, passes, sampling rounds, and the step's work and depth
+in seconds (:func:`variant_step_workdepth_s`).
 
 For the same samples per step the variants differ in the models they hold (a frozen reference
 when a KL term is on, a critic for PPO), in the passes they make, and — for DAPO's dynamic
@@ -18,13 +20,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .checks import check_choice, check_int, check_number, check_real_array
-from .cost.memory import BYTES_PER_PARAM_ADAM, model_state_bytes
+from ..checks import check_choice, check_int, check_number, check_real_array
+from .memory import BYTES_PER_PARAM_ADAM, model_state_bytes
+from .estimate import estimate_rl_step
 from .workdepth import WorkDepth, _Model, grpo_step_workdepth, ppo_step_workdepth
+from .workdepth_s import StepWorkDepth, rl_step_workdepth_s
 
 __all__ = ["BYTES_PER_TRAINABLE_PARAM", "BYTES_PER_FROZEN_PARAM", "informative_fraction",
            "dynamic_sampling_rounds", "VariantCost", "variant_step_cost", "VARIANT_KL",
-           "compare_variants"]
+           "compare_variants", "RESAMPLED_PHASES", "VariantWorkDepth", "variant_step_workdepth_s"]
 
 BYTES_PER_TRAINABLE_PARAM = BYTES_PER_PARAM_ADAM      # ZeRO Fig. 1, mixed-precision Adam
 BYTES_PER_FROZEN_PARAM = 2                            # bf16 weights
@@ -165,7 +169,7 @@ def variant_step_cost(variant: str, *, num_layers: int, hidden_size: int, num_he
     train on them with zero advantage. Old log-probs are taken as recorded at sampling time
     (no extra pass), as the library's loops do.
 
-    Shapes as :func:`rlmperf_lite.workdepth.grpo_step_workdepth`.
+    Shapes as :func:`rlmperf_lite.cost.grpo_step_workdepth`.
     Raises:
         ValueError: an unknown variant, or any argument the calculators reject, named.
     """
@@ -245,3 +249,62 @@ def compare_variants(*, pass_rate: float, kl_coef: float = 0.0,
     return [variant_step_cost(v, kl_coef=kl_coef, informative_frac=f,
                               max_resample_rounds=max_resample_rounds, **shape)
             for v in VARIANT_KL]
+
+
+#: The phases a DAPO round repeats; generate, then score (a reward model, when there is one).
+RESAMPLED_PHASES = ("rollout_prefill", "rollout_decode", "reward")
+
+
+@dataclass(frozen=True)
+class VariantWorkDepth:
+    """One step of ``variant`` (see :func:`variant_step_workdepth_s`).
+
+    Attributes:
+        step: the phases in seconds, the rollout phases at ``expected_rounds`` rounds, and
+            ``step.estimate_s`` the estimate's step time with the same rounds.
+        expected_rounds: E[k], rounds of generation per step (1 for every variant but DAPO).
+        informative_frac: f, the share of groups whose rewards differ at ``pass_rate``.
+        pass_rate: q, each prompt's probability of a correct completion.
+    """
+
+    variant: str
+    step: StepWorkDepth
+    expected_rounds: float
+    informative_frac: float
+    pass_rate: float
+
+
+def variant_step_workdepth_s(variant: str = "grpo", *, pass_rate: float,
+                             max_resample_rounds: int | None = 3,
+                             **estimate_kwargs) -> VariantWorkDepth:
+    """W (GPU-seconds), D (seconds) and Brent's bounds per phase of one step of ``variant``
+    (a key of :data:`~rlmperf_lite.VARIANT_KL`), for the step that
+    :func:`~rlmperf_lite.cost.estimate_rl_step` describes (same keyword arguments; B =
+    ``prompts``, G = ``group_size``).
+
+    DAPO: f = 1 - q^G - (1 - q)^G at per-prompt pass rate q = ``pass_rate``, E[k] =
+    ``dynamic_sampling_rounds(f, B, max_resample_rounds)``; the phases of
+    :data:`RESAMPLED_PHASES` get W x E[k] and D x E[k], the estimate's step time
+    ``(E[k] - 1)`` x their estimated time more. DAPO holds no reference model whatever
+    ``kl_coef`` is (Yu et al. 2025), as the estimate does. The other variants: one round.
+
+    Raises:
+        ValueError: an unknown variant, ``pass_rate`` outside [0, 1], and as
+            :func:`~rlmperf_lite.cost.estimate_rl_step` and
+            :func:`~rlmperf_lite.dynamic_sampling_rounds`, naming the argument.
+    """
+    check_choice("variant", variant, tuple(VARIANT_KL))
+    check_number("pass_rate", pass_rate, low=0, high=1)
+    wd = rl_step_workdepth_s(variant, **estimate_kwargs)       # validates the step's inputs
+    f = informative_fraction(pass_rate, wd.inputs["group_size"])
+    if variant != "dapo":
+        return VariantWorkDepth(variant, wd, 1.0, f, pass_rate)
+    rounds = dynamic_sampling_rounds(f, wd.inputs["prompts"], max_resample_rounds)
+    k = rounds["expected_rounds"]
+    est = estimate_rl_step(variant, **wd.inputs)
+    extra_s = (k - 1) * sum(p.time_s for p in est.phases if p.name in RESAMPLED_PHASES)
+    phases = tuple(replace(p, work_flops=k * p.work_flops, work_gpu_s=k * p.work_gpu_s,
+                           depth_s=k * p.depth_s) if p.name in RESAMPLED_PHASES else p
+                   for p in wd.phases)
+    step = replace(wd, phases=phases, estimate_s=wd.estimate_s + extra_s)
+    return VariantWorkDepth(variant, step, float(k), f, pass_rate)
