@@ -14,6 +14,7 @@ ALLOWED_TOP_LEVEL = {
 # Produced by building, installing or testing, and ignored by git (see .gitignore).
 IGNORED_TOP_LEVEL = [
     ".git", "_build", ".venv", "venv", "__pycache__", ".ipynb_checkpoints", ".*_cache",
+    ".hypothesis",
     "*.egg-info",
 ]
 

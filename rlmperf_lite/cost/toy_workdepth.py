@@ -3,7 +3,7 @@
 
 A task is one operation of :func:`~rlmperf_lite.rl.train_grpo`'s step: the prompts' prefill, a
 decode step, the verifier, the reference pass, the advantages, a micro-batch's forward and
-backward, the loss value, the optimizer step. Each is timed (:func:`best_of_s`, under the
+backward, the loss value, the optimizer step. Each is timed (:func:`~rlmperf_lite.cost.best_of_s`, under the
 loop's BLAS thread limit) at the batch the loop gives it (B prompts, B G rows, the micro-batch)
 and alone (one sequence; one group for the advantages). A processor is a core: the loop is one
 Python thread with BLAS pinned to one thread (``GRPOConfig.blas_threads`` = 1), so p = 1. With
@@ -88,7 +88,7 @@ class ToyOpCosts:
     """Forward + backward of each micro-batch, in the loop's order."""
     micro_batch_one_s: float
     loss_s: float
-    """The loss value and its metrics on the batch (off the chain: nothing waits for it)."""
+    """The loss value and its metrics on the batch, off the chain since nothing waits for it."""
     optimizer_s: float
     """Clip the gradient's global norm, one AdamW step."""
     flops: dict = field(default_factory=dict)
@@ -130,13 +130,14 @@ class ToyStepWorkDepth:
 
     @property
     def parallelism(self) -> float:
-        """W / D: the most cores the step's graph could keep busy."""
+        """The most cores the step's graph could keep busy, W / D."""
         return self.work_gpu_s / self.depth_s if self.depth_s else math.inf
 
     @property
     def predicted_s(self) -> float:
-        """The loop's own schedule: every task one after another on its one core at the batch
-        the loop gives it, the sum W of the per-op costs (whatever ``processors`` says)."""
+        """The prediction, the loop's own schedule, which runs every task one after another on
+        its one core at the batch the loop gives it, so the sum W of the per-op costs
+        (whatever ``processors`` says)."""
         return self.work_gpu_s
 
     @property
@@ -302,7 +303,7 @@ def measure_toy_op_costs(config: GRPOConfig, params: dict, *, task: AdditionTask
     """Time each operation of a :func:`~rlmperf_lite.rl.train_grpo` step run with ``config``
     and the weights ``params`` (also as the reference's), at decode width R =
     ``response_width`` (default ``config.max_new_tokens``), on this CPU under the loop's BLAS
-    thread limit, at the loop's batch and alone: :func:`best_of_s` of ``repeats`` rounds, about
+    thread limit, at the loop's batch and alone: :func:`~rlmperf_lite.cost.best_of_s` of ``repeats`` rounds, about
     0.5 s for the default config. A decode step costs (t(R) - t(1)) / (R - 1), t(k) a rollout
     of width k.
 

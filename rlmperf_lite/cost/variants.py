@@ -1,6 +1,6 @@
 """What one step of each member of the GRPO family (and PPO) costs (book section
 :ref:`sec-variant-costs`): models held, passes, sampling rounds, and the step's work and depth
-in seconds (:func:`variant_step_workdepth_s`).
+in seconds (:func:`~rlmperf_lite.cost.variant_step_workdepth_s`).
 
 For the same samples per step the variants differ in the models they hold (a frozen reference
 when a KL term is on, a critic for PPO), in the passes they make, and — for DAPO's dynamic
@@ -278,7 +278,7 @@ def variant_step_workdepth_s(variant: str = "grpo", *, pass_rate: float,
                              max_resample_rounds: int | None = 3,
                              **estimate_kwargs) -> VariantWorkDepth:
     """W (GPU-seconds), D (seconds) and Brent's bounds per phase of one step of ``variant``
-    (a key of :data:`~rlmperf_lite.VARIANT_KL`), for the step that
+    (a key of :data:`~rlmperf_lite.cost.VARIANT_KL`), for the step that
     :func:`~rlmperf_lite.cost.estimate_rl_step` describes (same keyword arguments; B =
     ``prompts``, G = ``group_size``).
 
@@ -291,7 +291,7 @@ def variant_step_workdepth_s(variant: str = "grpo", *, pass_rate: float,
     Raises:
         ValueError: an unknown variant, ``pass_rate`` outside [0, 1], and as
             :func:`~rlmperf_lite.cost.estimate_rl_step` and
-            :func:`~rlmperf_lite.dynamic_sampling_rounds`, naming the argument.
+            :func:`~rlmperf_lite.cost.dynamic_sampling_rounds`, naming the argument.
     """
     check_choice("variant", variant, tuple(VARIANT_KL))
     check_number("pass_rate", pass_rate, low=0, high=1)

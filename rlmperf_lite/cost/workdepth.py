@@ -13,9 +13,10 @@ operations. Depth counts rounds with binary-tree reductions: a dot product of le
 1 + ceil(log2 k) rounds, a softmax over n keys 2 ceil(log2 n) + 3, an RMSNorm over D features
 ceil(log2 D) + 5, residual adds 1. Tokens of one sequence run in parallel in prefill and
 training; decode runs one token after another, so its depth grows with R. Two entry points:
-:func:`grpo_step_workdepth` / :func:`ppo_step_workdepth` for the toy's shapes, and
-:func:`rl_step_workdepth` for a real model (:func:`~rlmperf_lite.cost.estimate_rl_step`'s FLOPs;
-grouped-query attention as multi-head, MoE layers with their router and top-k). The same model
+:func:`~rlmperf_lite.cost.grpo_step_workdepth` / :func:`~rlmperf_lite.cost.ppo_step_workdepth`
+for the toy's shapes, and :func:`~rlmperf_lite.cost.rl_step_workdepth` for a real model
+(:func:`~rlmperf_lite.cost.estimate_rl_step`'s FLOPs; grouped-query attention as multi-head,
+MoE layers with their router and top-k). The same model
 in seconds, on a real machine: :mod:`rlmperf_lite.cost.workdepth_s`.
 
 Shape letters: B prompts, G group size, P prompt length, R response length, T = P + R,
