@@ -2,15 +2,21 @@
 
 With TD errors ``delta_t = r_t + gamma * V_{t+1} - V_t`` (``V_{t+1} = 0`` after the last
 token), the advantage is ``A_t = sum_k (gamma * lam)^k * delta_{t+k}`` and the critic's target
-is ``A_t + V_t``. :func:`gae` computes it in one vectorised step, a (T, T) matrix of discounts
-applied to all rows at once; :func:`gae_loop` is the plain reversed loop of the papers and of
-cleanrl's ppo.py, kept as the reference the tests compare against.
+is ``A_t + V_t``. Three ways to compute it, equal to rounding (tested), with per row of T
+tokens the work W (multiply-adds) and depth D (dependent steps) of the work-depth model:
+
+- :func:`gae_loop`, the reversed loop of the papers and of cleanrl's ppo.py: W ~ T, D = T.
+- :func:`gae`, a (T, T) matrix of discounts applied to all rows at once: W = T^2, and
+  D = 1 + ceil(log2 T) with the sums as trees; more work buys a shallow chain.
+- :func:`gae_scan`, the recurrence A_t = a_t A_{t+1} + b_t as a Blelloch scan (Blelloch 1990,
+  "Prefix sums and their applications", §1.4) of affine maps: W ~ 4T (2 (n - 1) combines of
+  2 multiply-adds, n = T rounded up to a power of two), D = 2 log2 n + 1. Both at once.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["gae", "gae_loop"]
+__all__ = ["gae", "gae_loop", "gae_scan"]
 
 
 def _check(rewards, values, completion_mask, gamma, lam):
@@ -62,4 +68,45 @@ def gae_loop(rewards, values, completion_mask, gamma: float = 1.0, lam: float = 
         delta = r[:, t] + gamma * next_v - v[:, t]
         last = (delta + gamma * lam * last) * m[:, t]
         adv[:, t] = last
+    return adv.astype(np.float32), ((adv + v) * m).astype(np.float32)
+
+
+def _combine(first, then):
+    """The affine map x -> a x + b of ``first`` followed by ``then``, as (a, b) arrays."""
+    (a1, b1), (a2, b2) = first, then
+    return a2 * a1, a2 * b1 + b2
+
+
+def gae_scan(rewards, values, completion_mask, gamma: float = 1.0, lam: float = 0.95):
+    """GAE as a work-efficient parallel scan; same arguments and results as :func:`gae`.
+
+    A_t = m_t (delta_t + gamma lam A_{t+1}) is the affine map f_t(x) = a_t x + b_t of A_{t+1},
+    a_t = gamma lam m_t, b_t = m_t delta_t, so A_t = (f_t o ... o f_{T-1})(0): a scan of the maps
+    from the last token back. Blelloch's up-sweep and down-sweep give every prefix in
+    2 log2 n levels of independent combines (n = T rounded up to a power of two, padded with
+    the identity map), vectorised here over the batch and over each level.
+    """
+    r, v, m = _check(rewards, values, completion_mask, gamma, lam)
+    B, T = r.shape
+    next_v = np.concatenate([v[:, 1:], np.zeros((B, 1))], axis=1)
+    a = (gamma * lam * m)[:, ::-1]                       # (B, T): the maps, last token first
+    b = ((r + gamma * next_v - v) * m)[:, ::-1]
+    n = 1 << max(T - 1, 0).bit_length()                  # a power of two >= T
+    sa = np.concatenate([a, np.ones((B, n - T))], axis=1)
+    sb = np.concatenate([b, np.zeros((B, n - T))], axis=1)
+    step = 1
+    while step < n:                                      # up-sweep: sums of blocks of 2 step
+        right = np.arange(2 * step - 1, n, 2 * step)
+        sa[:, right], sb[:, right] = _combine((sa[:, right - step], sb[:, right - step]),
+                                              (sa[:, right], sb[:, right]))
+        step *= 2
+    sa[:, n - 1], sb[:, n - 1] = 1.0, 0.0                # identity: the exclusive scan
+    step = n // 2
+    while step >= 1:                                     # down-sweep: each block's prefix
+        right = np.arange(2 * step - 1, n, 2 * step)
+        left = (sa[:, right - step].copy(), sb[:, right - step].copy())
+        sa[:, right - step], sb[:, right - step] = sa[:, right], sb[:, right]
+        sa[:, right], sb[:, right] = _combine((sa[:, right], sb[:, right]), left)
+        step //= 2
+    adv = (a * sb[:, :T] + b)[:, ::-1]                   # inclusive: apply f_t, at x = 0
     return adv.astype(np.float32), ((adv + v) * m).astype(np.float32)
