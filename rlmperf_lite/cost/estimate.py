@@ -126,32 +126,24 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         algo: one of :data:`ALGOS`; PPO samples ``prompts * group_size`` prompts once each and
             adds a critic (``critic``, default the actor's shape), DAPO holds no reference.
         actor, critic, reference, reward: ModelConfig or preset name; ``reference`` defaults to
-            the actor's shape when ``kl_coef`` > 0; ``reward`` None = a rule-based verifier
-            (no GPU work).
-        hardware: HardwareSpec or preset name.
-        gpus: GPUs of the colocated layout.
-        dtype: "bf16" or "fp16" (the peak used; weights and KV cache are 2 bytes).
+            the actor's when ``kl_coef`` > 0; ``reward`` None: a verifier (no GPU work).
+        hardware, gpus: HardwareSpec or preset name, and the GPUs of the colocated layout.
         prompts, group_size, prompt_len: B, G, P.
         response_len: R, an int or an array of lengths whose distribution the B G responses
             follow (the longest sets the decode time of its replica).
         ppo_epochs: passes over the batch per step (updates only).
         recompute_old_logprobs: an extra actor forward for the "old" log-probs, as verl and
             OpenRLHF do (False: taken from the sampler, as the book's toy loops do).
-    Returns:
-        :class:`RLStepEstimate`.
-    Raises:
-        ValueError: naming any bad argument: an unknown algo or preset, non-positive sizes,
-            lengths outside [1, 1e6] or beyond the actor's positions, efficiencies outside
-            (0, 1], a dtype other than bf16/fp16, ``gpus`` not a multiple of the rollout
-            replica size, a critic without PPO or a reference with DAPO.
+        dtype: "bf16" or "fp16" (the peak; weights and KV cache are 2 bytes).
+    Returns :class:`RLStepEstimate`; raises ValueError naming any bad argument (sizes, lengths,
+    efficiencies outside (0, 1], ``gpus`` not a multiple of the rollout replica, ...).
     """
     check_choice("algo", algo, ALGOS)
     hw, actor = resolve_hardware(hardware), resolve_model(actor, "actor")
     _check_step_args(algo, prompts, group_size, prompt_len, gpus, ppo_epochs, kl_coef,
                      recompute_old_logprobs, dtype, train_efficiency, decode_efficiency,
                      critic, reference)
-    n_seq = prompts * group_size
-    R = sample_lengths(response_len, n_seq)
+    R = sample_lengths(response_len, prompts * group_size)              # (B G,)
     T = prompt_len + R
     if T.max() > actor.max_position_embeddings:
         raise ValueError(f"prompt_len + response_len = {int(T.max())} exceeds the actor's "
@@ -165,7 +157,7 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
                    for k, m in models.items()) / gpus
     # PPO samples one completion for each of its B G prompts; the GRPO family G per prompt
     phases = list(rollout_phases(
-        actor, hw, prefill_prompts=n_seq if algo == "ppo" else prompts, prompt_len=prompt_len,
+        actor, hw, prefill_prompts=len(R) if algo == "ppo" else prompts, prompt_len=prompt_len,
         lengths=R, gpus=gpus, tp=tp, train_efficiency=train_efficiency,
         decode_efficiency=decode_efficiency, dtype=dtype, resident=resident))
     cost = _TrainCost(hw, gpus, dtype, train_efficiency, T, resident)
@@ -174,11 +166,7 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
     phases.append(PhaseEstimate("weight_sync", "actor", 0.0, w_bytes * gpus,
                                 weight_sync_s(w_bytes, hw, gpus), "link",
                                 {"model states": resident, "weights": w_bytes / tp}))
-    slow = [p.name for p in phases if not np.isfinite(p.time_s)]
-    if slow:                                 # e.g. an efficiency of 1e-320: an infinite time
-        raise ValueError(f"train_efficiency={train_efficiency!r} and decode_efficiency="
-                         f"{decode_efficiency!r} give {slow[0]} an infinite time: use "
-                         "efficiencies that are realistic fractions of the peak (e.g. 0.3-1)")
+    _check_finite(phases, train_efficiency, decode_efficiency)
     fits, overflow = _memory_verdict(phases, hw)
     inputs = dict(actor=actor, hardware=hw, prompts=prompts, group_size=group_size,
                   prompt_len=prompt_len, response_len=response_len, gpus=gpus, critic=critic,
@@ -290,6 +278,15 @@ def _update_phase(key: str, m, cost: _TrainCost, ppo_epochs: int) -> PhaseEstima
     moved = ppo_epochs * cost.gpus * 18.0 * m.num_params()
     t, b = cost.time(f, moved)
     return PhaseEstimate(f"{key}_update", key, f, moved, t, b, cost.memory(m, head == "all"))
+
+
+def _check_finite(phases, train_efficiency, decode_efficiency) -> None:
+    """ValueError if a phase's time is not finite (e.g. an efficiency of 1e-320)."""
+    slow = [p.name for p in phases if not np.isfinite(p.time_s)]
+    if slow:
+        raise ValueError(f"train_efficiency={train_efficiency!r} and decode_efficiency="
+                         f"{decode_efficiency!r} give {slow[0]} an infinite time: use "
+                         "efficiencies that are realistic fractions of the peak (e.g. 0.3-1)")
 
 
 def _memory_verdict(phases, hw) -> tuple:
