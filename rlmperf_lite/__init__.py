@@ -16,8 +16,9 @@ What lives where::
     parallel/      simulated ranks: collectives.py (ring all-reduce, ...), data.py (DP, ZeRO),
                    tensor.py, context.py, pipeline.py, expert.py, and the GRPO loops on them
     sim/           the discrete-event simulator of RL systems: system.py, sync.py and
-                   async_engine.py (the event loops), workdepth.py, frameworks.py (framework
-                   presets, data in sim/data/frameworks/*.json)
+                   async_engine.py (the event loops), layouts.py (the system builders),
+                   workdepth.py, frameworks.py (framework presets, data in
+                   sim/data/frameworks/*.json)
     distributed/   the toy RL system as Ray actors (Controller)
     views/, exercises/   the book's charts, widgets and exercise answers
     checks.py      argument checks that raise ValueError naming the argument

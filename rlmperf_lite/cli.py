@@ -1,4 +1,5 @@
-"""The ``rlmperf`` command line (also ``python -m rlmperf_lite``), book section 1.6.
+"""The ``rlmperf`` command line (also ``python -m rlmperf_lite``), book section
+:ref:`sec-grpo-running`.
 
     rlmperf train --algo {grpo,dr_grpo,dapo,rloo,reinforce_pp,ppo} --seed 0 [--steps N] [--json]
     rlmperf train --runtime ray [--address ADDR] [--ray-mode {colocated,sync,one_step_off,async}]

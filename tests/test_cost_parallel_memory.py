@@ -8,7 +8,7 @@ from rlmperf_lite.cost import (ParallelPlan, TrainWorkload, activation_bytes_per
                                inference_memory_per_gpu, kv_cache_bytes_per_token,
                                memory_per_gpu, model_preset, model_state_breakdown,
                                model_state_bytes_per_gpu)
-from rlmperf_lite.cost.parallel_memory import _stage_params
+from rlmperf_lite.cost.parallel_memory import stage_params
 
 QWEN7 = model_preset("qwen2.5-7b")
 QWEN72 = model_preset("qwen2.5-72b")
@@ -72,7 +72,7 @@ def test_stages_hold_all_parameters():
     norm, head) + the p - 2 middle stages (layers only) = every parameter."""
     embedding = QWEN72.param_breakdown()["embedding"]
     for pp in (1, 2, 4, 8):
-        first, last, expert = (x[0] for x in _stage_params(QWEN72, np.array([pp])))
+        first, last, expert = (x[0] for x in stage_params(QWEN72, np.array([pp])))
         if pp == 1:
             assert first == last == QWEN72.num_params()
         else:

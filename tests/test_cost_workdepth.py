@@ -7,7 +7,7 @@ import pytest
 from rlmperf_lite.cost import (ModelConfig, estimate_rl_step, expected_max_length, forward_depth,
                                rl_step_workdepth)
 from rlmperf_lite.nn import TinyLMConfig
-from rlmperf_lite.cost.workdepth import _Model
+from rlmperf_lite.cost.workdepth import ShapeCosts
 
 BASE = dict(actor="qwen2.5-7b", hardware="h100", prompts=32, group_size=16, prompt_len=512,
             response_len=4096, gpus=64)
@@ -32,7 +32,7 @@ def test_expected_max_of_exponentials_is_the_harmonic_number():
 
 def test_toy_forward_depth_matches_the_chapter_1_calculator():
     cfg = TinyLMConfig()
-    old = _Model(**{**cfg.workdepth_kwargs()}, attention="dense")
+    old = ShapeCosts(**{**cfg.workdepth_kwargs()}, attention="dense")
     m = ModelConfig.from_tiny_lm(cfg)
     for n in (1, 6, 11, 16):
         assert forward_depth(m, n) == old.fwd_depth(n) + old.sample_d

@@ -61,7 +61,7 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "toy_step_kwargs", "measured_profile", "MeasuredProfile", "MeasuredPhase",
            "LOOP_PHASES", "ToyOpCosts", "ToyStepWorkDepth", "best_of_s", "measure_toy_op_costs",
            "measured_step_s", "toy_step_prediction", "toy_step_workdepth",
-           # Part III: parallelism (Chapters 7-9)
+           # parallelism: book sections sec-dp-workdepth, sec-tp-workdepth, sec-pp-workdepth
            "COLLECTIVES", "collective_time_s", "collective_bytes_per_rank",
            "algorithm_bandwidth", "bus_bandwidth", "pipeline_bubble_fraction",
            "ADAM_STEP_BYTES_PER_PARAM", "DP_LINKS", "DPCollective", "DPUpdateWorkDepth",

@@ -1,4 +1,5 @@
-"""Time and volume of the collectives parallel training runs (book Chapter 7).
+"""Time and volume of the collectives parallel training runs (book section
+:ref:`sec-ring-allreduce`).
 
 Bandwidths follow nccl-tests (NVIDIA/nccl-tests, doc/PERFORMANCE.md). For a collective on a
 buffer of S bytes that takes t seconds on n ranks:
@@ -46,7 +47,7 @@ NVLINK_HOP_LATENCY_S = 3.4e-6
 NET_HOP_LATENCY_S = 14.0e-6
 
 
-def _factor(op: str, n):
+def bus_factor(op: str, n):
     """factor(op, n) of the module docstring; n may be an array (n = 1 gives 0)."""
     n = np.asarray(n, dtype=np.float64)
     if op == "all_reduce":
@@ -65,9 +66,9 @@ def _steps(op: str, n):
     return s if s.ndim else float(s)
 
 
-def _time_s(op: str, size_bytes, n, bus_bandwidth_bytes_per_s, latency_s=0.0):
+def collective_time_s_array(op: str, size_bytes, n, bus_bandwidth_bytes_per_s, latency_s=0.0):
     """Array form of :func:`collective_time_s` (no checks)."""
-    return (np.multiply(size_bytes, _factor(op, n)) / bus_bandwidth_bytes_per_s
+    return (np.multiply(size_bytes, bus_factor(op, n)) / bus_bandwidth_bytes_per_s
             + latency_s * _steps(op, n))
 
 
@@ -85,14 +86,15 @@ def collective_bytes_per_rank(op: str, size_bytes: float, n: int) -> float:
         ValueError: an unknown ``op``, a negative ``size_bytes``, ``n`` < 1.
     """
     _check(op, size_bytes, n)
-    return float(size_bytes) * _factor(op, n)
+    return float(size_bytes) * bus_factor(op, n)
 
 
 def collective_time_s(op: str, size_bytes: float, n: int, bus_bandwidth_bytes_per_s: float,
                       latency_s: float = 0.0) -> float:
     """Seconds of a collective on ``size_bytes`` (S, as nccl-tests defines it per op) over ``n``
     ranks at bus bandwidth ``bus_bandwidth_bytes_per_s``: S x factor(op, n) / busbw, plus
-    ``latency_s`` per ring step (nccl-tests doc/PERFORMANCE.md; book Chapter 7).
+    ``latency_s`` per ring step (nccl-tests doc/PERFORMANCE.md; book section
+    :ref:`sec-ring-allreduce`).
 
     Example: all-reduce of 1 GB on 8 GPUs at 100 GB/s bus bandwidth = 2 x 7/8 x 1e9 / 1e11 s.
 
@@ -103,7 +105,7 @@ def collective_time_s(op: str, size_bytes: float, n: int, bus_bandwidth_bytes_pe
     _check(op, size_bytes, n)
     check_number("bus_bandwidth_bytes_per_s", bus_bandwidth_bytes_per_s, low=0, low_open=True)
     check_number("latency_s", latency_s, low=0)
-    return float(_time_s(op, size_bytes, n, bus_bandwidth_bytes_per_s, latency_s))
+    return float(collective_time_s_array(op, size_bytes, n, bus_bandwidth_bytes_per_s, latency_s))
 
 
 def bus_bandwidth(op: str, algorithm_bandwidth_bytes_per_s: float, n: int) -> float:
@@ -115,7 +117,7 @@ def bus_bandwidth(op: str, algorithm_bandwidth_bytes_per_s: float, n: int) -> fl
     check_choice("op", op, COLLECTIVES)
     check_number("algorithm_bandwidth_bytes_per_s", algorithm_bandwidth_bytes_per_s, low=0)
     check_int("n", n, 1)
-    return float(algorithm_bandwidth_bytes_per_s) * _factor(op, n)
+    return float(algorithm_bandwidth_bytes_per_s) * bus_factor(op, n)
 
 
 def algorithm_bandwidth(op: str, bus_bandwidth_bytes_per_s: float, n: int) -> float:
@@ -128,5 +130,5 @@ def algorithm_bandwidth(op: str, bus_bandwidth_bytes_per_s: float, n: int) -> fl
     check_choice("op", op, COLLECTIVES)
     check_number("bus_bandwidth_bytes_per_s", bus_bandwidth_bytes_per_s, low=0)
     check_int("n", n, 1)
-    f = _factor(op, n)
+    f = bus_factor(op, n)
     return math.inf if f == 0 else float(bus_bandwidth_bytes_per_s) / f

@@ -1,4 +1,5 @@
-"""One RL step of a real model on real hardware, phase by phase (book Chapters 4 and 6).
+"""One RL step of a real model on real hardware, phase by phase (book sections :ref:`sec-step-7b`
+and :ref:`sec-profiles-side-by-side`).
 
 The model of execution is deliberately simple, the *synchronous colocated* layout of Part III:
 every phase runs on all ``gpus`` in turn.

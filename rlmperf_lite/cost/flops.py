@@ -1,4 +1,5 @@
-"""FLOPs of forward, prefill, decode and training passes of a real model (book Chapter 4).
+"""FLOPs of forward, prefill, decode and training passes of a real model (book section
+:ref:`sec-flops`).
 
 A FLOP is one multiply or one add: a matrix product of (m, k) by (k, n) costs 2 m k n (Kaplan et
 al. 2020). Only matrix products are counted — the weights' products and attention's two
@@ -37,7 +38,8 @@ __all__ = ["ADAMW_FLOPS_PER_PARAM", "matmul_weights_per_token", "forward_flops",
 ADAMW_FLOPS_PER_PARAM = 12
 
 
-def _check_model(model) -> ModelConfig:
+def check_model(model) -> ModelConfig:
+    """``model`` if it is a :class:`ModelConfig`, else a ValueError naming the fix."""
     if not isinstance(model, ModelConfig):
         raise ValueError(f"model must be a ModelConfig (e.g. ModelConfig.preset('llama-2-7b')), "
                          f"got {type(model).__name__}")
@@ -82,7 +84,7 @@ def matmul_weights_per_token(model: ModelConfig, *, lm_head: bool = True) -> int
 
     Raises:
         ValueError: ``model`` is not a :class:`ModelConfig`."""
-    m = _check_model(model)
+    m = check_model(model)
     n_moe = m.num_moe_layers
     w = (m.num_hidden_layers - n_moe) * _layer_weights(m, False)
     if n_moe:
@@ -90,7 +92,7 @@ def matmul_weights_per_token(model: ModelConfig, *, lm_head: bool = True) -> int
     return w + (m.vocab_size * m.hidden_size if lm_head else 0)
 
 
-def _attn_per_pair(m: ModelConfig) -> int:
+def attention_flops_per_pair(m: ModelConfig) -> int:
     """FLOPs of one query-key pair over all layers: 2 H (d_qk + d_v) per layer."""
     d_v = m.v_head_dim if m.is_mla else m.head_size
     return m.num_hidden_layers * 2 * m.num_attention_heads * (m.head_size + d_v)
@@ -111,14 +113,14 @@ def forward_flops(model: ModelConfig, seq_lens, *, causal: bool = True,
         ValueError: a non-ModelConfig model, lengths that are not whole numbers in
             [1, 1e8], a non-bool ``causal``, an unknown ``lm_head``.
     """
-    m = _check_model(model)
+    m = check_model(model)
     n = _lengths("seq_lens", seq_lens)
     check_bool("causal", causal)
     heads = {"all": n, "last": np.ones_like(n), "none": np.zeros_like(n)}
     if not isinstance(lm_head, str) or lm_head not in heads:
         raise ValueError(f"lm_head must be 'all', 'last' or 'none', got {lm_head!r}")
     layers = 2.0 * matmul_weights_per_token(m, lm_head=False) * n.sum()
-    attention = _attn_per_pair(m) * _pairs(n, causal).sum()
+    attention = attention_flops_per_pair(m) * _pairs(n, causal).sum()
     return float(layers + attention + 2.0 * m.vocab_size * m.hidden_size * heads[lm_head].sum())
 
 
@@ -137,7 +139,7 @@ def decode_flops(model: ModelConfig, prompt_lens, response_lens) -> float:
         ValueError: lengths that are not whole numbers (prompts >= 1, responses >= 0), or
             arrays of different lengths.
     """
-    m = _check_model(model)
+    m = check_model(model)
     P = _lengths("prompt_lens", prompt_lens)
     R = _lengths("response_lens", response_lens, low=0)
     if P.size > 1 and R.size > 1 and P.size != R.size:
@@ -147,7 +149,7 @@ def decode_flops(model: ModelConfig, prompt_lens, response_lens) -> float:
     steps = np.maximum(R - 1, 0)
     context = steps * P + steps * (steps + 1) / 2                 # sum_{j=1}^{R-1} (P + j)
     per_token = 2.0 * matmul_weights_per_token(m)
-    return float(per_token * steps.sum() + _attn_per_pair(m) * context.sum())
+    return float(per_token * steps.sum() + attention_flops_per_pair(m) * context.sum())
 
 
 def train_flops(model: ModelConfig, seq_lens, *, recompute: bool = False,
@@ -158,7 +160,7 @@ def train_flops(model: ModelConfig, seq_lens, *, recompute: bool = False,
 
     With ``causal=False, recompute=True`` this is Megatron-LM's F = 96 B s l h^2 (1 + s / (6 h) +
     V / (16 l h)) (Narayanan et al. 2021, Eq. 3) for a GPT model of width h and depth l."""
-    m = _check_model(model)
+    m = check_model(model)
     check_bool("recompute", recompute)
     fwd = forward_flops(m, seq_lens, causal=causal, lm_head="all")
     extra = forward_flops(m, seq_lens, causal=causal, lm_head="none") if recompute else 0.0

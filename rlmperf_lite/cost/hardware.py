@@ -1,5 +1,5 @@
 """Accelerators: peak FLOP/s, memory and bandwidths, with sources, and a preset measured on the
-reader's own CPU (book Chapter 4).
+reader's own CPU (book sections :ref:`sec-roofline` and :ref:`sec-phase-profile`).
 
 All figures are per device. FLOP/s are *dense* peaks (vendors often print "with sparsity",
 twice the dense figure); ``fp32`` is the vendor's FP32 figure, non-tensor-core for NVIDIA, the

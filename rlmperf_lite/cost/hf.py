@@ -1,4 +1,5 @@
-"""Read a Hugging Face ``config.json`` into a :class:`ModelConfig` (book Chapter 4).
+"""Read a Hugging Face ``config.json`` into a :class:`ModelConfig` (book section
+:ref:`sec-model-params`).
 
 A config file states sizes but not everything the architecture implies: Qwen2's q/k/v biases,
 Qwen3's q/k norms, OPT's two extra position rows, DeepSeek-V3's router bias are in the modelling

@@ -1,4 +1,5 @@
-"""Memory of training and generation: model states, activations, KV cache (book Chapter 4).
+"""Memory of training and generation: model states, activations, KV cache (book section
+:ref:`sec-memory`).
 
 - Model states with mixed-precision Adam: 16 bytes per trainable parameter — 2 (bf16 weights)
   + 2 (bf16 gradients) + 12 (fp32 master weights, momentum, variance) (Rajbhandari et al. 2020,
@@ -100,3 +101,9 @@ def kv_cache_bytes_per_token(model: ModelConfig, dtype_bytes: int = 2) -> int:
     if m.is_mla:
         return m.num_hidden_layers * (m.kv_lora_rank + m.qk_rope_head_dim) * dtype_bytes
     return 2 * m.num_hidden_layers * m.kv_heads * m.head_size * dtype_bytes
+
+
+def kv_cache_split(m: ModelConfig, tp: int) -> int:
+    """Ways ``tp`` GPUs split a replica's KV cache: min(tp, KV heads), as the heads are
+    split (Shoeybi et al. 2019 §3); 1 for a latent (MLA) cache, which every rank holds whole."""
+    return 1 if m.is_mla else min(tp, m.kv_heads)

@@ -1,5 +1,5 @@
 """The shape of a real transformer, with Hugging Face field names, and its exact parameter count
-(book Part II, Chapter 4).
+(book section :ref:`sec-model-params`).
 
 A :class:`ModelConfig` covers the decoder families the book uses: Llama / Mistral / Qwen2 / Qwen3
 (RoPE, RMSNorm, SwiGLU, grouped-query attention, with Qwen2's q/k/v biases and Qwen3's per-head

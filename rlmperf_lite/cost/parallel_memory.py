@@ -1,5 +1,6 @@
 """Memory per GPU under a parallel layout: the training engine's model states and activations,
-the rollout engine's weights and KV cache (book Chapters 7-9).
+the rollout engine's weights and KV cache (book sections :ref:`sec-zero-fsdp`,
+:ref:`sec-pp-memory` and :ref:`sec-rollout-layout`).
 
 Model states (Rajbhandari et al. 2020, ZeRO, arXiv 1910.02054, §3.1, §5 and Fig. 1): N
 parameters trained with mixed-precision Adam hold 2N bytes of bf16 weights, 2N of gradients
@@ -37,10 +38,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..checks import check_choice, check_int, check_number
-from .memory import activation_bytes_per_layer, kv_cache_bytes_per_token
+from .memory import activation_bytes_per_layer, kv_cache_bytes_per_token, kv_cache_split
 from .model import ModelConfig
 from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, plan_columns
-from .rollout import _kv_split
 
 __all__ = ["model_state_breakdown", "model_state_bytes_per_gpu", "TrainMemory",
            "memory_per_gpu", "InferenceMemory", "inference_memory_per_gpu", "SCHEDULES"]
@@ -99,7 +99,7 @@ class TrainMemory:
         return {**asdict(self), "total_bytes": self.total_bytes}
 
 
-def _stage_params(m: ModelConfig, pp):
+def stage_params(m: ModelConfig, pp):
     """(non-expert parameters of the first stage, of the last stage, routed-expert parameters
     of any stage), whole (not yet split by tp or ep); ``pp`` an array."""
     b, L = m.param_breakdown(), m.num_hidden_layers
@@ -127,15 +127,15 @@ def _activation_per_layer(m: ModelConfig, s: int, b: int, tp, sp, rc):
     return vals[inverse.reshape(-1)]
 
 
-def _train_memory_arrays(m: ModelConfig, cols: dict, workload: TrainWorkload,
-                         schedule: str = "1f1b", weight_bytes: int = 2, grad_bytes: int = 2,
-                         optimizer_bytes_per_param: int = 12) -> dict:
+def train_memory_arrays(m: ModelConfig, cols: dict, workload: TrainWorkload,
+                        schedule: str = "1f1b", weight_bytes: int = 2, grad_bytes: int = 2,
+                        optimizer_bytes_per_param: int = 12) -> dict:
     """:func:`memory_per_gpu` for every plan in ``cols`` (:func:`plan_columns`) at once."""
     dp, tp, pp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp", "ep"))
     sp, z, rc = cols["sp"], cols["zero_stage"], cols["recompute"]
     mb, v = cols["microbatches"].astype(np.float64), cols["interleave"]
     s, b = workload.seq_len, workload.micro_batch_size
-    first, last, expert = _stage_params(m, pp)
+    first, last, expert = stage_params(m, pp)
     n_dense, n_exp = dp * cp, dp * cp / ep                   # ranks each state is sharded over
     e_local = expert / (tp * ep)
 
@@ -176,7 +176,7 @@ def memory_per_gpu(model: ModelConfig, plan: ParallelPlan, workload: TrainWorklo
                    schedule: str = "1f1b", weight_bytes: int = 2, grad_bytes: int = 2,
                    optimizer_bytes_per_param: int = 12) -> TrainMemory:
     """Training memory per GPU of the worst pipeline stage (module docstring: ZeRO §5 for the
-    states, Korthikanti et al. 2022 Table 2 for activations; book Chapters 7-9).
+    states, Korthikanti et al. 2022 Table 2 for activations; book section :ref:`sec-pp-memory`).
 
     Args:
         plan: the layout; its ``microbatches`` must equal global_batch / (dp x
@@ -196,7 +196,7 @@ def memory_per_gpu(model: ModelConfig, plan: ParallelPlan, workload: TrainWorklo
                      ("optimizer_bytes_per_param", optimizer_bytes_per_param)):
         check_int(label, v, 1)
     plan.validate(model, None, None, workload)
-    r = _train_memory_arrays(model, plan_columns([plan]), workload, schedule, weight_bytes,
+    r = train_memory_arrays(model, plan_columns([plan]), workload, schedule, weight_bytes,
                              grad_bytes, optimizer_bytes_per_param)
     return TrainMemory(*(float(r[k][0]) for k in ("weights_bytes", "grads_bytes",
                                                   "optimizer_bytes", "activation_bytes")),
@@ -224,7 +224,7 @@ def inference_memory_per_gpu(model: ModelConfig, tp: int = 1, pp: int = 1, kv_to
     """Weights / (tp pp) plus the KV cache of ``kv_tokens`` tokens (summed over the sequences
     the replica holds) split by pp and by min(tp, KV heads) — KV heads replicated beyond tp =
     KV heads, a latent (MLA) cache on every rank (Kwon et al. 2023, vLLM, §3 for the per-token
-    size; book Chapter 9).
+    size; book section :ref:`sec-rollout-layout`).
 
     Raises:
         ValueError: tp or pp < 1, tp not dividing the attention heads, tp and the KV heads not
@@ -246,5 +246,6 @@ def inference_memory_per_gpu(model: ModelConfig, tp: int = 1, pp: int = 1, kv_to
                          f"replicates KV heads when tp is a multiple of them); pick another tp")
     if pp > model.num_hidden_layers:
         raise ValueError(f"pp={pp} exceeds num_hidden_layers={model.num_hidden_layers}")
-    kv = kv_tokens * kv_cache_bytes_per_token(model, kv_dtype_bytes) / (pp * _kv_split(model, tp))
+    kv = (kv_tokens * kv_cache_bytes_per_token(model, kv_dtype_bytes)
+          / (pp * kv_cache_split(model, tp)))
     return InferenceMemory(weight_bytes * float(model.num_params()) / (tp * pp), float(kv))

@@ -1,5 +1,5 @@
 """A parallel layout for training — data, tensor, pipeline, context and expert parallelism,
-ZeRO and recomputation — and the rules a layout must obey (book Chapters 7-9).
+ZeRO and recomputation — and the rules a layout must obey (book section :ref:`sec-choose-plan`).
 
 Conventions (Megatron-Core's, ``megatron/core/parallel_state.py``, ``initialize_model_parallel``):
 

@@ -1,5 +1,6 @@
 """Time of one training step under a parallel layout: compute, pipeline bubble and the
-communication of each kind of parallelism (book Chapters 7-9).
+communication of each kind of parallelism (book sections :ref:`sec-dp-workdepth`,
+:ref:`sec-tp-at-scale` and :ref:`sec-choose-plan`).
 
 The model, stated once (T sequence length, b micro-batch, D width, L layers, m microbatches,
 p = pp, v interleave, activations and gradients bf16 = 2 bytes):
@@ -52,11 +53,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import check_int, check_number
-from .collective import _factor, _time_s
+from .collective import bus_factor, collective_time_s_array
 from .flops import forward_flops, matmul_weights_per_token, train_flops
 from .hardware import HardwareSpec
 from .model import ModelConfig
-from .parallel_memory import _stage_params
+from .parallel_memory import stage_params
 from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, plan_columns
 
 __all__ = ["TrainStepTime", "train_step_time", "COMM_KINDS"]
@@ -101,16 +102,17 @@ def _kv_width(m: ModelConfig) -> int:
     return 2 * m.kv_heads * m.head_size
 
 
-def _check_links(hw: HardwareSpec) -> None:
+def check_links(hw: HardwareSpec) -> None:
+    """ValueError unless ``hw`` has both link bandwidths a parallel step needs."""
     if hw.intra_node_bandwidth_bytes_per_s is None or hw.inter_node_bandwidth_bytes_per_s is None:
         raise ValueError(f"hardware {hw.name!r} has no intra/inter-node link bandwidths; "
                          f"a parallel step needs both (use a GPU preset such as 'h100')")
 
 
-def _step_time_arrays(m: ModelConfig, hw: HardwareSpec, cols: dict, workload: TrainWorkload,
-                      efficiency: float = 1.0, overlap: float = 1.0, dtype: str = "bf16",
-                      activation_bytes: int = 2, grad_bytes: int = 2,
-                      weight_bytes: int = 2) -> dict:
+def step_time_arrays(m: ModelConfig, hw: HardwareSpec, cols: dict, workload: TrainWorkload,
+                     efficiency: float = 1.0, overlap: float = 1.0, dtype: str = "bf16",
+                     activation_bytes: int = 2, grad_bytes: int = 2,
+                     weight_bytes: int = 2) -> dict:
     """:func:`train_step_time` for every plan in ``cols`` (:func:`plan_columns`) at once."""
     z, mb = cols["zero_stage"], cols["microbatches"].astype(np.float64)
     pp, v = cols["pp"].astype(np.float64), cols["interleave"].astype(np.float64)
@@ -162,18 +164,18 @@ def _model_parallel_comm(m, cols, workload, A, bw) -> tuple:
     # tensor parallel: 4 (+2) all-reduces of (T/cp) b D per layer and microbatch
     n = mb * layers * (4 + 2 * full)
     size = s / cp * b * D * A
-    sec["tp"] = n * _time_s("all_reduce", size, tp, bw(tp))
-    vol["tp"] = n * size * _factor("all_reduce", tp)
+    sec["tp"] = n * collective_time_s_array("all_reduce", size, tp, bw(tp))
+    vol["tp"] = n * size * bus_factor("all_reduce", tp)
     # context parallel: K/V around the ring, 1 (+1) pass forward, 2 backward
     n = mb * layers * (3 + full)
     size = s * b * _kv_width(m) * A / tp
-    sec["cp"] = n * _time_s("all_gather", size, cp, bw(tp * cp))
-    vol["cp"] = n * size * _factor("all_gather", cp)
+    sec["cp"] = n * collective_time_s_array("all_gather", size, cp, bw(tp * cp))
+    vol["cp"] = n * size * bus_factor("all_gather", cp)
     # expert parallel: 4 (+2) all-to-alls of the GPU's tokens x top-k per MoE layer
     n = mb * (m.num_moe_layers / pp) * (4 + 2 * full)
     size = s * b * m.num_experts_per_tok * D * A / (cp * tp)
-    sec["ep"] = n * _time_s("all_to_all", size, ep, bw(tp * ep))
-    vol["ep"] = n * size * _factor("all_to_all", ep)
+    sec["ep"] = n * collective_time_s_array("all_to_all", size, ep, bw(tp * ep))
+    vol["ep"] = n * size * bus_factor("all_to_all", ep)
     # pipeline: activation forward and gradient backward per microbatch and chunk
     vol["pp"] = np.where(pp > 1, 2 * mb * v, 0.0) * s * b * D * A / (cp * tp)
     sec["pp"] = vol["pp"] / bw(tp * cp * dp * pp)
@@ -186,18 +188,18 @@ def _dp_comm(m, cols, grad_bytes, weight_bytes, bw) -> tuple:
     groups (ZeRO stages: Rajbhandari et al. 2020)."""
     dp, tp, pp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp", "ep"))
     z, mb = cols["zero_stage"], cols["microbatches"].astype(np.float64)
-    first, last, expert = _stage_params(m, pp)
+    first, last, expert = stage_params(m, pp)
     bw_dp = bw(tp * cp * dp)
     grad_step = param_step = micro_s = vol_dp = 0.0
     for params, group in ((np.maximum(first, last) / tp, dp * cp),
                           (expert / (tp * ep), dp * cp / ep)):
         g, w = grad_bytes * params, weight_bytes * params
-        ar, rs, ag = (_time_s(op, x, group, bw_dp) for op, x in
+        ar, rs, ag = (collective_time_s_array(op, x, group, bw_dp) for op, x in
                       (("all_reduce", g), ("reduce_scatter", g), ("all_gather", w)))
         grad_step = grad_step + np.select([z == 0, z == 1], [ar, rs], 0.0)
         param_step = param_step + np.where((z == 1) | (z == 2), ag, 0.0)
         micro_s = micro_s + mb * np.select([z == 2, z == 3], [rs, rs + 2 * ag], 0.0)
-        f = _factor("reduce_scatter", group)                      # = all-gather's = AR's / 2
+        f = bus_factor("reduce_scatter", group)                      # = all-gather's = AR's / 2
         vol_dp = vol_dp + f * np.select([z == 0, z == 1, z == 2, z == 3],
                                         [2 * g, g + w, mb * g + w, mb * (g + 2 * w)])
     return grad_step, param_step, micro_s, vol_dp
@@ -208,7 +210,8 @@ def train_step_time(model: ModelConfig, hardware: HardwareSpec, plan: ParallelPl
                     dtype: str = "bf16", activation_bytes: int = 2, grad_bytes: int = 2,
                     weight_bytes: int = 2) -> TrainStepTime:
     """Seconds of one training step and their parts (module docstring; sources: Narayanan et
-    al. 2021 §2.2-2.3 and §4.1, Korthikanti et al. 2022 §4.2, ZeRO paper §7; book Chapters 7-9).
+    al. 2021 §2.2-2.3 and §4.1, Korthikanti et al. 2022 §4.2, ZeRO paper §7; book section
+    :ref:`sec-choose-plan`).
 
     Args:
         efficiency: share of the peak FLOP/s the kernels reach (1.0 = peak, as the Part II
@@ -237,9 +240,9 @@ def train_step_time(model: ModelConfig, hardware: HardwareSpec, plan: ParallelPl
         check_int(label, x, 1)
     hardware.peak(dtype)
     if plan.gpus > 1:
-        _check_links(hardware)
-    r = _step_time_arrays(model, hardware, plan_columns([plan]), workload, efficiency, overlap,
-                          dtype, activation_bytes, grad_bytes, weight_bytes)
+        check_links(hardware)
+    r = step_time_arrays(model, hardware, plan_columns([plan]), workload, efficiency, overlap,
+                         dtype, activation_bytes, grad_bytes, weight_bytes)
     one = {k: float(np.asarray(x).reshape(-1)[0]) for k, x in r.items()}
     return TrainStepTime(one["compute_s"], one["bubble_s"],
                          {k: one[f"{k}_comm_s"] for k in COMM_KINDS},

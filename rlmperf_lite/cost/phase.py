@@ -1,4 +1,4 @@
-"""One phase of an RL step as the cost model sees it (book Chapter 4)."""
+"""One phase of an RL step as the cost model sees it (book section :ref:`sec-anatomy-phases`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""The pipeline bubble (book Chapter 9).
+"""The pipeline bubble (book section :ref:`sec-pp-stages`).
 
 With p pipeline stages, m microbatches per step and v model chunks per stage (interleaved
 schedule; v = 1 is plain 1F1B or GPipe), a step's idle time at each stage is (p - 1) / v

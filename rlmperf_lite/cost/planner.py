@@ -1,5 +1,5 @@
 """Search every parallel layout of a training job and rank the valid ones by predicted step
-time (book Chapter 9).
+time (book section :ref:`sec-choose-plan`).
 
 The search space for ``gpus`` GPUs: every ordered factorisation dp x tp x pp x cp = gpus; for a
 MoE model every ep dividing dp x cp (ep = 1 for a dense model); every ZeRO stage, recompute
@@ -25,9 +25,9 @@ import numpy as np
 from ..checks import check_choice, check_int, check_number
 from .hardware import HardwareSpec
 from .model import ModelConfig
-from .parallel_memory import SCHEDULES, _train_memory_arrays
+from .parallel_memory import SCHEDULES, train_memory_arrays
 from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, plan_rules
-from .parallel_step import _check_links, _step_time_arrays
+from .parallel_step import check_links, step_time_arrays
 
 __all__ = ["RankedPlan", "PlanSearch", "search_plans"]
 
@@ -140,7 +140,7 @@ def search_plans(model: ModelConfig, hardware: HardwareSpec, gpus: int,
                  dtype: str = "bf16") -> PlanSearch:
     """Every layout of ``gpus`` GPUs for ``workload`` (module docstring), costed with
     :func:`rlmperf_lite.cost.train_step_time` and :func:`rlmperf_lite.cost.memory_per_gpu`'s
-    model, valid ones ranked by step time (book Chapter 9).
+    model, valid ones ranked by step time (book section :ref:`sec-choose-plan`).
 
     Args:
         zero_stages, recompute, sp, interleave: the options searched.
@@ -177,12 +177,12 @@ def search_plans(model: ModelConfig, hardware: HardwareSpec, gpus: int,
     check_choice("schedule", schedule, SCHEDULES)
     hardware.peak(dtype)
     if gpus > 1:
-        _check_links(hardware)
+        check_links(hardware)
     cols = _enumerate(model, gpus, workload, tuple(zero_stages), tuple(recompute),
                       tuple(bool(x) for x in sp), tuple(interleave))
     with np.errstate(divide="ignore", invalid="ignore"):
-        mem = _train_memory_arrays(model, cols, workload, schedule)
-        costs = _step_time_arrays(model, hardware, cols, workload, efficiency, overlap, dtype)
+        mem = train_memory_arrays(model, cols, workload, schedule)
+        costs = step_time_arrays(model, hardware, cols, workload, efficiency, overlap, dtype)
         costs["total_bytes"] = mem["total_bytes"]
         exposed = costs["total_s"] - costs["compute_s"] - costs["bubble_s"]
         costs["comm_share"] = exposed / costs["total_s"]

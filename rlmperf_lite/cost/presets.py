@@ -1,5 +1,6 @@
 """Shipped presets: real models (public config.json values) and accelerators (vendor figures),
-each with its sources, as small data files under ``rlmperf_lite/cost/data`` (book Chapter 4).
+each with its sources, as small data files under ``rlmperf_lite/cost/data`` (book sections
+:ref:`sec-model-params` and :ref:`sec-roofline`).
 
 Model presets: the Llama, Qwen, Mistral/Mixtral, DeepSeek-V3 and OPT files hold the published
 ``config.json`` fields, read through :func:`rlmperf_lite.cost.hf.from_hf_config`; the GPT family

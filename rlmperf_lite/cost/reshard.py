@@ -1,5 +1,5 @@
 """Moving the trained weights from the training layout to the rollout engine's layout (book
-Chapter 9).
+section :ref:`sec-rollout-layout`).
 
 RL frameworks train and generate with different parallelism: verl, for instance, trains with
 FSDP (ZeRO-3) or Megatron TP/PP and generates with vLLM at another TP size. Before each rollout
@@ -108,7 +108,7 @@ def reshard_bytes_per_gpu(model: ModelConfig, train_plan: ParallelPlan, infer_tp
                           weight_bytes: int = 2) -> float:
     """Bytes each GPU receives to go from ``train_plan``'s weight shards to an inference
     layout of tp ``infer_tp`` and pp ``infer_pp`` (module docstring; HybridFlow §5's
-    3D-HybridEngine for the colocated grouping; book Chapter 9).
+    3D-HybridEngine for the colocated grouping; book section :ref:`sec-rollout-layout`).
 
     Raises:
         ValueError: bad types or sizes, an unknown mode, an invalid training plan, inference

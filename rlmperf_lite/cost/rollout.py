@@ -1,5 +1,5 @@
 """The rollout of an RL step on inference replicas, and the weight sync that feeds them (book
-Chapter 4).
+section :ref:`sec-step-7b`).
 
 Modelling choices, stated once:
 
@@ -22,9 +22,10 @@ import math
 
 import numpy as np
 
-from .flops import _attn_per_pair, decode_flops, matmul_weights_per_token, prefill_flops
+from .flops import (attention_flops_per_pair, decode_flops, matmul_weights_per_token,
+                    prefill_flops)
 from .hardware import HardwareSpec
-from .memory import kv_cache_bytes_per_token
+from .memory import kv_cache_bytes_per_token, kv_cache_split
 from .model import ModelConfig
 from .phase import PhaseEstimate
 from .roofline import params_read_per_step
@@ -41,10 +42,6 @@ def rollout_tp(model: ModelConfig, hw: HardwareSpec, gpus: int, kv_share: float 
     return tp
 
 
-def _kv_split(m: ModelConfig, tp: int) -> int:
-    return 1 if m.is_mla else min(tp, m.kv_heads)
-
-
 def rollout_phases(actor: ModelConfig, hw: HardwareSpec, *, prefill_prompts: int,
                    prompt_len: int, lengths: np.ndarray, gpus: int, tp: int,
                    train_efficiency: float, decode_efficiency: float, dtype: str,
@@ -54,7 +51,7 @@ def rollout_phases(actor: ModelConfig, hw: HardwareSpec, *, prefill_prompts: int
     replicas = gpus // tp
     w_bytes = 2.0 * actor.num_params()
     kv_tok = kv_cache_bytes_per_token(actor)
-    kv_div = _kv_split(actor, tp)
+    kv_div = kv_cache_split(actor, tp)
     peak, bw = hw.peak(dtype) * tp, hw.hbm_bandwidth_bytes_per_s * tp
     engine = {"model states": resident, "weights": w_bytes / tp}
     rates = dict(tp=tp, train_efficiency=train_efficiency, decode_efficiency=decode_efficiency,
@@ -78,7 +75,8 @@ def rollout_phases(actor: ModelConfig, hw: HardwareSpec, *, prefill_prompts: int
     j = np.arange(1, steps + 1, dtype=np.float64)
     active = ordered.size - np.searchsorted(ordered, j, side="right")    # still running
     ctx = active * (prompt_len + j)                           # keys read, summed over the batch
-    step_flops = active * 2.0 * matmul_weights_per_token(actor) + _attn_per_pair(actor) * ctx
+    step_flops = (active * 2.0 * matmul_weights_per_token(actor)
+                  + attention_flops_per_pair(actor) * ctx)
     step_bytes = 2.0 * params_read_per_step(actor, active) + kv_tok * ctx
     step_t = decode_step_s(actor, hw, batch=active, context=prompt_len + j, **rates)
     mem_bound = (step_bytes / bw).sum() >= (step_flops / peak).sum()
@@ -100,7 +98,7 @@ def decode_step_s(actor: ModelConfig, hw: HardwareSpec, *, batch, context, tp: i
     N_read(b) the weights a batch of b touches
     (:func:`~rlmperf_lite.cost.roofline.params_read_per_step`), kv the bytes per cached token."""
     b, c = np.asarray(batch, dtype=np.float64), np.asarray(context, dtype=np.float64)
-    flops = b * (2.0 * matmul_weights_per_token(actor) + _attn_per_pair(actor) * c)
+    flops = b * (2.0 * matmul_weights_per_token(actor) + attention_flops_per_pair(actor) * c)
     moved = 2.0 * params_read_per_step(actor, b) + b * c * kv_cache_bytes_per_token(actor)
     with np.errstate(over="ignore"):        # a tiny efficiency: inf, refused by the estimate
         return np.maximum(flops / (tp * hw.peak(dtype) * train_efficiency),

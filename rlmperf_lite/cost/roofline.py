@@ -1,4 +1,5 @@
-"""Time of a phase on a device: the roofline, decode's bytes, and MFU (book Chapter 4).
+"""Time of a phase on a device: the roofline, decode's bytes, and MFU (book section
+:ref:`sec-roofline`).
 
 A kernel that performs F FLOPs and moves Q bytes to and from device memory takes at least
 
@@ -17,7 +18,7 @@ Model FLOPs utilisation (Chowdhery et al. 2022, PaLM, Appendix B): the FLOPs the
 from __future__ import annotations
 
 from ..checks import check_int, check_number
-from .flops import _attn_per_pair, _check_model, matmul_weights_per_token
+from .flops import attention_flops_per_pair, check_model, matmul_weights_per_token
 from .hardware import HardwareSpec
 from .memory import kv_cache_bytes_per_token
 from .model import ModelConfig
@@ -65,10 +66,11 @@ def decode_step_flops(model: ModelConfig, batch: int, context: int) -> float:
 
     Raises:
         ValueError: a non-ModelConfig model, ``batch`` < 1 or ``context`` < 0."""
-    m = _check_model(model)
+    m = check_model(model)
     check_int("batch", batch, 1)
     check_int("context", context, 0)
-    return float(batch * (2 * matmul_weights_per_token(m) + _attn_per_pair(m) * (context + 1)))
+    return float(batch * (2 * matmul_weights_per_token(m)
+                          + attention_flops_per_pair(m) * (context + 1)))
 
 
 def params_read_per_step(model: ModelConfig, batch):
@@ -93,7 +95,7 @@ def decode_step_bytes(model: ModelConfig, batch: int, context: int, *, weight_by
 
     Raises:
         ValueError: naming a bad model, batch, context, weight_bytes or kv_dtype_bytes."""
-    m = _check_model(model)
+    m = check_model(model)
     check_int("batch", batch, 1)
     check_int("context", context, 0)
     check_int("weight_bytes", weight_bytes, 1)

@@ -3,15 +3,16 @@ its communication per GPU (bytes and seconds) and its memory per GPU (book secti
 :ref:`sec-taxonomy-table`). Every entry is computed by the chapter function that owns it; this
 module only lines them up against a common reference.
 
-Parallelism rows (Chapters 7-9): the axis at degree n on n GPUs of one node against the same
-batch (B sequences of T tokens, micro-batches of b) on one GPU, so
+Parallelism rows (data, tensor, pipeline and expert parallelism): the axis at degree n on n GPUs of
+one node against the same batch (B sequences of T tokens, micro-batches of b) on one GPU, so
 ΔW = W(n) - W(1) (GPU-s) and ΔD = D(n) - D(1) (s), each from the same function at both
 degrees. Communication: the bytes one GPU sends per step and the seconds of those collectives,
 each call ring steps x alpha + bytes / beta (:func:`~rlmperf_lite.cost.collective_time_s`),
 summed whether or not compute hides them (ΔD counts only what reaches the chain).
 
-RL-system rows (Chapters 10-11): the step of :func:`~rlmperf_lite.cost.rl_step_workdepth_s`
-(the cost model, not the event simulator) against the colocated step on the same p GPUs::
+RL-system rows (placement and asynchrony): the step of
+:func:`~rlmperf_lite.cost.rl_step_workdepth_s` (the cost model, not the event simulator) against the
+colocated step on the same p GPUs::
 
     colocated       the reference: every phase on all p GPUs, one after another
     disaggregated   generation on r GPUs, the rest on p - r; synchronous; sync over the network
@@ -97,7 +98,7 @@ def _sums(phases) -> tuple:
     return (float(sum(p.work_gpu_s for p in phases)), float(sum(p.depth_s for p in phases)))
 
 
-# ---- Chapter 7: data parallelism and ZeRO ----------------------------------------------------
+# ---- data parallelism and ZeRO (book section sec-dp-workdepth) -------------------------------
 _DP = {  # stage: (axis, ΔW, ΔD, bytes, seconds, memory), calls per step as dp_workdepth's table
     0: ("DP", "(n - 1) t_opt: every rank repeats the AdamW step",
         "max(0, t_AR - t_bwd): the all-reduce behind the last backward",
@@ -129,7 +130,7 @@ def _dp_rows(m, hw, n, wl, kw) -> list:
     return rows
 
 
-# ---- Chapter 8: tensor, sequence and context parallelism ------------------------------------
+# ---- tensor, sequence and context parallelism (book section sec-tp-workdepth) ---------------
 def _tp_rows(m, hw, n, wl, kw) -> list:
     """TP, SP and CP rows: :func:`tp_train_workdepth` at degree n against tp = cp = 1. Bytes per
     GPU: n_ar all-reduces (or reduce-scatter + all-gather) of S = b T h A per layer and
@@ -172,7 +173,7 @@ def _tp_rows(m, hw, n, wl, kw) -> list:
     return rows
 
 
-# ---- Chapter 9: pipeline and expert parallelism ---------------------------------------------
+# ---- pipeline and expert parallelism (book section sec-pp-workdepth) ------------------------
 def _pp_row(m, hw, n, wl, kw) -> TaxonomyRow:
     """1F1B on n stages against one stage (:func:`pipeline_workdepth_s`); each interior stage
     sends its M activations forward and M gradients back, 2 M b T h A bytes."""
@@ -217,7 +218,7 @@ def _ep_row(mm, hw, n, wl, kw) -> TaxonomyRow:
         f"moe_layer_workdepth_s(ep={n})")
 
 
-# ---- Chapters 10-11: where the models run, and asynchrony -----------------------------------
+# ---- where the models run, and asynchrony (sec-placement-workdepth, sec-async-workdepth) ----
 def _phases(step, names=None, skip=()) -> list:
     return [p for p in step.phases if (names is None or p.name in names) and p.name not in skip]
 
@@ -349,7 +350,8 @@ def taxonomy_table(model="qwen2.5-7b", hardware="h100", *, degree: int = 4,
     :data:`~rlmperf_lite.cost.collective.NVLINK_HOP_LATENCY_S`); EP on ``moe_model``. System
     rows: the ``algo`` step of :func:`~rlmperf_lite.cost.estimate_rl_step` with these sizes on
     ``gpus`` GPUs, ``rollout_gpus`` generating when split, the reference on ``scoring_gpus``
-    in the hybrid, bound k = ``staleness``. The defaults are the book's Chapter 5 step.
+    in the hybrid, bound k = ``staleness``. The defaults are the step of
+    :ref:`sec-step-7b` and :ref:`sec-decode-depth`.
 
     Raises:
         ValueError: naming the parameter: a degree outside [2, gpus_per_node] or not dividing

@@ -24,7 +24,7 @@ kappa = 2/9 for a layer of 12 h^2 matrix weights alone at A = 2 bytes (6 x 12 h^
 token, 4 all-reduces each sending 2 h A bytes a token). So TP's traffic stays below compute while
 tp < 1 + h bw / (kappa peak eff) (:func:`tp_comm_threshold`).
 
-Decode on replicas of tp GPUs: a step is Chapter 4's ``decode_step_s`` (weights and KV cache
+Decode on replicas of tp GPUs: a step is the roofline's ``decode_step_s`` (weights and KV cache
 read over tp GPUs) plus 2 L all-reduces of b h A bytes; the chain is its R - 1 steps at batch
 1, and the latency 2 (tp - 1) alpha of each all-reduce stops its fall at
 :func:`decode_tp_floor`.
@@ -204,7 +204,8 @@ def _check_train(m, plan, workload, latency_s):
         raise ValueError(f"workload must be a TrainWorkload, got {type(workload).__name__}")
     if plan.pp > 1 or plan.ep > 1:
         raise ValueError(f"pp={plan.pp}, ep={plan.ep}: this reading covers TP, SP and CP only; "
-                         f"set pp=1 and ep=1 (pipelines and experts are Chapter 9's)")
+                         f"set pp=1 and ep=1 (pipelines and experts: pipeline_workdepth_s, "
+                         "moe_layer_workdepth_s)")
     if plan.cp > 1 and m.is_mla:
         raise ValueError(f"cp={plan.cp} with {m.name}'s latent attention: its ring K/V is not "
                          f"its cache; use cp=1 or a model without kv_lora_rank")

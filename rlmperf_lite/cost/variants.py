@@ -23,7 +23,7 @@ import numpy as np
 from ..checks import check_choice, check_int, check_number, check_real_array
 from .memory import BYTES_PER_PARAM_ADAM, model_state_bytes
 from .estimate import estimate_rl_step
-from .workdepth import WorkDepth, _Model, grpo_step_workdepth, ppo_step_workdepth
+from .workdepth import ShapeCosts, WorkDepth, grpo_step_workdepth, ppo_step_workdepth
 from .workdepth_s import StepWorkDepth, rl_step_workdepth_s
 
 __all__ = ["BYTES_PER_TRAINABLE_PARAM", "BYTES_PER_FROZEN_PARAM", "informative_fraction",
@@ -186,8 +186,8 @@ def variant_step_cost(variant: str, *, num_layers: int, hidden_size: int, num_he
                  vocab_size=vocab_size, intermediate_size=intermediate_size, mlp=mlp,
                  attention=attention)
     B, G = num_prompts, group_size
-    n_params = _Model(num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp,
-                      attention).n_params
+    n_params = ShapeCosts(num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp,
+                          attention).n_params
     lengths = dict(prompt_len=prompt_len, response_len=response_len, kl_coef=kl_coef)
     trainable, frozen = ["policy"], ["reference"] if kl_coef > 0 else []
     if variant == "ppo":

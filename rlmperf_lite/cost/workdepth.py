@@ -118,7 +118,7 @@ def _positive_int(name, value):
     check_int(name, value, 1)
 
 
-class _Model:
+class ShapeCosts:
     """Matmul FLOPs and depth of forward passes of one model shape (validated)."""
 
     def __init__(self, num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp,
@@ -225,7 +225,8 @@ def grpo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, vo
         ValueError: naming a non-positive size, an unknown ``mlp`` or ``attention``, or a
             negative ``kl_coef``.
     """
-    m = _Model(num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp, attention)
+    m = ShapeCosts(num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp,
+                   attention)
     _check_step(num_prompts=num_prompts, group_size=group_size, prompt_len=prompt_len,
                 response_len=response_len, processors=processors)
     _check_kl(kl_coef)
@@ -250,7 +251,8 @@ def ppo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, voc
                        ppo_epochs: int = 1, num_minibatches: int = 1, kl_coef: float = 0.0,
                        processors: int = 1, attention: str = "causal",
                        num_params: int | None = None) -> WorkDepth:
-    """Work and depth of one PPO step with a critic of the policy's shape (book Part I, Ch. 2).
+    """Work and depth of one PPO step with a critic of the policy's shape (book section
+    :ref:`sec-critic-cost`).
 
     Same shape arguments as :func:`grpo_step_workdepth`; one completion per prompt. What the
     critic adds: a ``values`` pass at rollout time, and per update a critic forward, backward and
@@ -266,7 +268,8 @@ def ppo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, voc
     Raises:
         ValueError: as :func:`grpo_step_workdepth`, or for ``num_minibatches > num_prompts``.
     """
-    m = _Model(num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp, attention)
+    m = ShapeCosts(num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp,
+                   attention)
     _check_step(num_prompts=num_prompts, prompt_len=prompt_len, response_len=response_len,
                 processors=processors, ppo_epochs=ppo_epochs, num_minibatches=num_minibatches)
     _check_kl(kl_coef)

@@ -64,7 +64,7 @@ class Controller:
         max_worker_replacements: dead rollout workers replaced over the run.
         cpus_per_actor: Ray CPUs reserved per actor; 0 lets any number share a laptop's cores.
             On a cluster, 1 keeps Ray from packing more actors on a node than it has CPUs
-            (spreading them further takes a placement group, §14.8).
+            (spreading them further takes a placement group, :ref:`sec-ray-cluster`).
     Raises:
         ValueError: naming the bad argument.
     """

@@ -5,7 +5,7 @@ A run's timeline (:class:`~rlmperf_lite.distributed.RayRunResult`) says how long
 spent in every phase. :func:`measured_costs` turns it into per-step costs (device-seconds per
 step, summed over the actors of a role, averaged over the steps after the first), a
 :class:`ToyCosts`; :func:`predict_run` feeds them to the simulator, and
-:func:`controller_workdepth` to book Chapter 5's work-depth model.
+:func:`controller_workdepth` to the work-depth model of :ref:`sec-workdepth-seconds`.
 """
 from __future__ import annotations
 
@@ -172,8 +172,9 @@ which fetches the new version from Ray's object store while the learner goes on 
 
 @dataclass(frozen=True)
 class ControllerWorkDepth:
-    """Work and depth of one step of the toy's dataflow, in seconds (book Chapter 5's model,
-    with the measured phase times as the durations of its operations; book section 14.7).
+    """Work and depth of one step of the toy's dataflow, in seconds (the model of
+    :ref:`sec-workdepth-seconds`, with the measured phase times as the durations of its
+    operations; book section :ref:`sec-ray-workdepth`).
 
     A step's latency, from its weight sync to its update, is the depth D; with generation
     running k versions ahead, a step per version takes :attr:`per_version_s`. The controller of
@@ -207,8 +208,8 @@ class ControllerWorkDepth:
     @property
     def per_version_s(self) -> float:
         """The depth per version, max(D_train, D / (k + 1)), when generation runs k versions
-        ahead (:func:`rlmperf_lite.cost.per_version_depth`, book section 11.5): the step
-        time a schedule can reach."""
+        ahead (:func:`rlmperf_lite.cost.per_version_depth`, book section
+        :ref:`sec-async-workdepth`): the step time a schedule can reach."""
         return per_version_depth(self.generate_s, self.train_depth_s, self.staleness)
 
 

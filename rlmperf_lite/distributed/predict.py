@@ -1,4 +1,4 @@
-"""Measure against predict: the simulator of Chapters 10 and 11 fed with a Ray run's own measured
+"""Measure against predict: the simulator (:ref:`sec-simulator`) fed with a Ray run's own measured
 phase costs, and its predicted step time and utilisation next to the measured ones (book
 chapter "A mini RL system on Ray").
 

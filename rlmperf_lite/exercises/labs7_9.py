@@ -48,7 +48,7 @@ def _dp_plan(model: str, dp: int, zero_stage: int, micro_batch_size: int = 1):
     m = ModelConfig.preset(model)
     wl = TrainWorkload(**DP_BATCH, micro_batch_size=micro_batch_size)
     plan = ParallelPlan(dp=dp, zero_stage=zero_stage, recompute="full",
-                        microbatches=DP_BATCH["global_batch"] // (dp * micro_batch_size))
+                        microbatches=wl.microbatches_per_rank(dp))
     return memory_per_gpu(m, plan, wl), train_step_time(m, hardware_preset("h100"), plan, wl)
 
 
@@ -107,7 +107,7 @@ def _tp_plan(model: str, hardware, tp: int, cp: int, seq_len: int, gpus: int = 6
     wl = TrainWorkload(global_batch=512, seq_len=seq_len)
     dp = gpus // (tp * cp)
     plan = ParallelPlan(dp=dp, tp=tp, cp=cp, sp=tp > 1, zero_stage=1, recompute="selective",
-                        microbatches=512 // dp)
+                        microbatches=wl.microbatches_per_rank(dp))
     plan.validate(m, hw, gpus, wl)
     return memory_per_gpu(m, plan, wl), train_step_time(m, hw, plan, wl), hw
 

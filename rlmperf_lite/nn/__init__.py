@@ -1,4 +1,5 @@
-"""A tiny decoder-only transformer in numpy, with forward/backward pairs (book section 1.3)."""
+"""A tiny decoder-only transformer in numpy, with forward/backward pairs (book section
+:ref:`sec-tiny-model`)."""
 from .config import TinyLMConfig
 from .flops import COUNTER, FlopCounter, mm
 from .model import (

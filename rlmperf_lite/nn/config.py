@@ -1,4 +1,4 @@
-"""Configuration of the tiny decoder-only transformer (book section 1.3)."""
+"""Configuration of the tiny decoder-only transformer (book section :ref:`sec-tiny-model`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -3,12 +3,13 @@
 Every matrix product of :mod:`rlmperf_lite.nn` goes through :func:`mm`, which adds
 ``2 * m * k * n`` FLOPs (one multiply and one add per term, the convention of Kaplan et al. 2020
 and of every FLOP count in this book) to the counter's current phase. Elementwise work (norms,
-activations, softmax) is not counted, exactly as the analytical formulas of Chapter 1
+activations, softmax) is not counted, exactly as the analytical formulas of :ref:`sec-step-phases`
 (:mod:`rlmperf_lite.cost.workdepth`) do not count it; the lab puts "counted" beside "predicted".
 
 Phases used by the library: ``"prefill"`` and ``"decode"`` (set by the sampler), ``"forward"``
 (default of a full-sequence pass), ``"backward"``; callers rename a pass with
-``COUNTER.phase("reference")`` and the like. Used in book section 1.4 (lab: counted vs predicted).
+``COUNTER.phase("reference")`` and the like. Used in book section :ref:`sec-step-phases` (lab:
+counted vs predicted).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Forward/backward pairs of the tiny transformer's layers (book section 1.3).
+"""Forward/backward pairs of the tiny transformer's layers (book section :ref:`sec-tiny-model`).
 
 Each layer is a pair ``<name>_forward(...) -> (out, cache)`` and
 ``<name>_backward(dout, cache) -> grads``, in the style of llm.c's ``layernorm.py``; gradients
@@ -93,9 +93,9 @@ def attention_forward(x, wqkv, wo, num_heads):
 
     The head width is read from the weights, Dh = wqkv.shape[1] / (3 H): the whole layer has
     H Dh = D, and a tensor-parallel rank runs the same function on its H/tp heads (book
-    Chapter 8). Scores are computed for all T x T pairs and the upper triangle masked (dense
-    causal attention: the counted FLOPs include the masked half, see Chapter 1's calculator
-    option ``attention``).
+    section :ref:`sec-tensor-parallel`). Scores are computed for all T x T pairs and the upper
+    triangle masked (dense causal attention: the counted FLOPs include the masked half, see the
+    calculator option ``attention`` of book section :ref:`sec-step-phases`).
     """
     n, T, D = x.shape
     H, Dh = num_heads, wqkv.shape[1] // (3 * num_heads)

@@ -1,7 +1,7 @@
 """The tiny decoder-only transformer: parameters, forward, per-token log-probs and backward.
 
-Book section 1.3. Parameters are a flat ``dict[str, np.ndarray]`` (names below), so the
-optimizer, the gradient checks and the checkpoint code treat every weight alike:
+Book section :ref:`sec-tiny-model`. Parameters are a flat ``dict[str, np.ndarray]`` (names below),
+so the optimizer, the gradient checks and the checkpoint code treat every weight alike:
 
     wte (V, D), wpe (T_max, D),
     h{i}.ln1 (D,), h{i}.wqkv (D, 3D), h{i}.wo (D, D), h{i}.ln2 (D,), h{i}.w_up (D, F),
@@ -99,8 +99,8 @@ def check_tokens(tokens, cfg: TinyLMConfig, name: str = "tokens") -> np.ndarray:
 def block_forward(params: dict, i: int, x: np.ndarray, cfg: TinyLMConfig):
     """Block ``i``: x (n, T, D) -> x + attn(norm(x)), then + mlp(norm(.)); returns (x, cache).
 
-    Exposed so that the simulated tensor and pipeline parallel code of Part III runs the very
-    same block (book Chapters 8 and 9)."""
+    Exposed so that the simulated tensor and pipeline parallel code runs the very same block
+    (book sections :ref:`sec-tp-grpo-step` and :ref:`sec-pp-gradient`)."""
     n, T, D = x.shape
     h, c_ln1 = rmsnorm_forward(x, params[f"h{i}.ln1"], cfg.norm_eps)          # (n, T, D)
     a, c_att = attention_forward(h, params[f"h{i}.wqkv"], params[f"h{i}.wo"], cfg.num_heads)
@@ -151,7 +151,8 @@ def backward(dhf: np.ndarray, cache) -> dict:
     return grads
 
 
-def _log_softmax(z):
+def log_softmax(z):
+    """log softmax over the last axis, shifted by the max for stability; z (..., V)."""
     z = z - z.max(axis=-1, keepdims=True)
     return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
@@ -161,13 +162,14 @@ def lm_head_forward(hf: np.ndarray, lm_head: np.ndarray, tokens: np.ndarray,
     """hf (n, T, D), the final normed hidden states -> per_token_logps (n, T - 1) and a cache:
     ``log softmax(hf @ lm_head / temperature)`` at the next tokens ``tokens[:, 1:]``.
 
-    Shared by :func:`logps_forward` and the last pipeline stage of Part III (book Chapter 9)."""
+    Shared by :func:`logps_forward` and the last pipeline stage (book section
+    :ref:`sec-pp-gradient`)."""
     n, T, D = hf.shape
     hf2 = hf.reshape(n * T, D)
     logits = mm(hf2, lm_head).reshape(n, T, -1)                               # (n, T, V)
     if temperature != 1.0:
         logits = logits / np.asarray(temperature, dtype=logits.dtype)
-    logp_all = _log_softmax(logits[:, :-1])                                   # (n, T-1, V)
+    logp_all = log_softmax(logits[:, :-1])                                   # (n, T-1, V)
     targets = tokens[:, 1:]
     per_token_logps = np.take_along_axis(logp_all, targets[..., None], axis=-1)[..., 0]
     return per_token_logps, (hf2, logp_all, targets, temperature, lm_head)

@@ -1,4 +1,5 @@
-"""AdamW and global-norm gradient clipping over a dict of parameters (book section 1.3).
+"""AdamW and global-norm gradient clipping over a dict of parameters (book section
+:ref:`sec-tiny-model`).
 
 AdamW: Loshchilov & Hutter 2019, Algorithm 2 (decoupled weight decay), with PyTorch's bias
 correction. Clipping: Pascanu et al. 2013, the global L2 norm over all gradients.
@@ -15,8 +16,9 @@ def clip_grad_norm(grads: dict, max_norm: float, *, norm: float | None = None) -
 
     ``norm``: the global norm when it was computed elsewhere — a rank holding only a shard of
     the gradients gets it from an all-reduce of the squared norms (ZeRO, tensor parallelism:
-    book Chapters 7-8); by default it is computed from ``grads``. Returns the norm before
-    clipping. A non-finite norm raises ValueError (a NaN would otherwise reach every weight).
+    book sections :ref:`sec-zero-fsdp` and :ref:`sec-tensor-parallel`); by default it is computed
+    from ``grads``. Returns the norm before clipping. A non-finite norm raises ValueError (a NaN
+    would otherwise reach every weight).
     """
     if not max_norm > 0:
         raise ValueError(f"max_norm must be > 0, got {max_norm!r}")

@@ -1,11 +1,11 @@
 """KV-cached sampling: one prefill over the prompts, then one decode step per new token.
 
-Book section 1.3 (and Part II's prefill/decode cost model). The prompts of a batch share one
-length P. Each prompt is prefilled once and its KV cache copied to its ``group_size`` samples
-(what inference engines do for ``n`` samples of one prompt). The first new token comes from the
-prefill's last logits; each later token needs one decode step, a forward of one position per
-sequence attending to the cached keys and values. Decoding stops when every sequence has
-emitted ``eos_id`` or ``max_new_tokens`` tokens.
+Book section :ref:`sec-tiny-model` (and the prefill/decode cost model of :ref:`sec-roofline`). The
+prompts of a batch share one length P. Each prompt is prefilled once and its KV cache copied to its
+``group_size`` samples (what inference engines do for ``n`` samples of one prompt). The first new
+token comes from the prefill's last logits; each later token needs one decode step, a forward of one
+position per sequence attending to the cached keys and values. Decoding stops when every sequence
+has emitted ``eos_id`` or ``max_new_tokens`` tokens.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 from .config import TinyLMConfig
 from .flops import COUNTER, mm
 from .layers import activation_forward, rmsnorm_forward
-from .model import _log_softmax, check_tokens, forward
+from .model import check_tokens, forward, log_softmax
 
 __all__ = ["Rollout", "generate"]
 
@@ -66,9 +66,9 @@ def _sample(logits, temperature, rng):
     """logits (n, V) -> (token ids (n,), their log-probs (n,)); greedy when temperature == 0."""
     if temperature == 0:
         tok = logits.argmax(axis=-1)
-        logp = _log_softmax(logits)
+        logp = log_softmax(logits)
     else:
-        logp = _log_softmax(logits / np.asarray(temperature, dtype=logits.dtype))
+        logp = log_softmax(logits / np.asarray(temperature, dtype=logits.dtype))
         cdf = np.cumsum(np.exp(logp), axis=-1)                               # (n, V)
         u = rng.random((logits.shape[0], 1)) * cdf[:, -1:]
         tok = np.minimum((cdf < u).sum(axis=-1), logits.shape[1] - 1)

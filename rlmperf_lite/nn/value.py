@@ -1,4 +1,5 @@
-"""A value model (critic) for PPO: the tiny LM's trunk with a scalar head (book Part I, Ch. 2).
+"""A value model (critic) for PPO: the tiny LM's trunk with a scalar head (book section
+:ref:`sec-critic-gae`).
 
 ``V(s_t)`` for every position t of a sequence: the final normed hidden state times a (D,) head
 plus a bias. The parameters are the trunk's (same names as :func:`rlmperf_lite.nn.init_params`

@@ -1,5 +1,6 @@
-"""Parallelism executed exactly on simulated ranks in one process (book Part III, Chapters 7-9):
-collectives that count the bytes they move, data parallelism and ZeRO, tensor, sequence, context,
+"""Parallelism executed exactly on simulated ranks in one process (book sections
+:ref:`sec-data-parallel`, :ref:`sec-tensor-parallel` and :ref:`sec-pp-stages`): collectives that
+count the bytes they move, data parallelism and ZeRO, tensor, sequence, context,
 pipeline and expert parallelism, each equal to the unsharded computation."""
 from .collectives import CommLog, DeviceMesh, ProcessGroup
 from .data import (FlatLayout, GRPOBatch, dp_grads, local_grads, loss_forward, make_grpo_batch,

@@ -1,5 +1,5 @@
 """Simulated ranks and their collectives, step by step, counting the bytes each rank sends
-(book Chapter 7).
+(book section :ref:`sec-ring-allreduce`).
 
 A :class:`ProcessGroup` of n ranks lives in one process: a collective takes a list of n
 per-rank arrays (rank r's array at index r) and returns the list of n results, moving data the
@@ -70,9 +70,9 @@ class ProcessGroup:
     Raises:
         ValueError: ``size`` < 1; ``ranks`` empty, negative, repeated or not below
             ``log.world_size``; or a collective given a list whose length is not n, arrays of
-            different shapes or dtypes, or non-numeric arrays (object arrays, such as the labels
-            of Lab 7, pass through ``reduce_scatter`` and ``all_gather`` only, to show the ring's
-            order).
+            different shapes or dtypes, or non-numeric arrays (object arrays, such as string labels
+            of the chunks, pass through ``reduce_scatter`` and ``all_gather`` only, to show the
+            ring's order).
     """
 
     def __init__(self, size: int | None = None, *, ranks=None, log: CommLog | None = None,
@@ -217,7 +217,7 @@ class ProcessGroup:
 
 def _check_dtypes(op: str, xs: list, kinds: str, labels: bool) -> None:
     """Every array of a collective has one dtype, numeric (numpy kinds ``kinds``), or, when
-    ``labels``, object on every rank (Lab 7's string labels)."""
+    ``labels``, object on every rank (string labels of the chunks)."""
     dtypes = sorted({str(x.dtype) for x in xs})
     if len(dtypes) > 1:
         raise ValueError(f"{op}: every rank's array must have the same dtype (a real collective "

@@ -1,6 +1,6 @@
 """Context parallelism by ring attention: the sequence split over cp ranks, K/V passed round a
 ring (Liu et al. 2023, "Ring Attention with Blockwise Transformers", arXiv 2310.01889, §3 and
-Algorithm 1; book Chapter 8).
+Algorithm 1; book section :ref:`sec-context-parallel`).
 
 Rank r holds the queries, keys and values of its share of the T positions, each (n, H, T/cp, Dh).
 At each of cp steps every rank attends its queries to the K/V chunk it currently holds and then

@@ -1,5 +1,5 @@
 """Data parallelism on the tiny LM with the real GRPO loss: the same gradient, split by sequences
-(book Chapter 7).
+(book section :ref:`sec-data-parallel`).
 
 A GRPO batch of B prompts x G completions is cut into n slices of whole groups, one per
 data-parallel rank. Each rank runs forward and backward on its slice only, with the loss
@@ -260,7 +260,7 @@ def reference_grpo_step(params: dict, batch: GRPOBatch, config: GRPOConfig, *,
     return loss, grads, new_params
 
 
-def _check_group(group) -> None:
+def check_group(group) -> None:
     """Raise a ValueError naming ``group`` unless it is a :class:`ProcessGroup`."""
     if not isinstance(group, ProcessGroup):
         raise ValueError(f"group must be a ProcessGroup (e.g. ProcessGroup(n)), got "
@@ -284,7 +284,7 @@ def dp_grads(params: dict, batch: GRPOBatch, config: GRPOConfig, group: ProcessG
             divide the groups (``batch``).
     """
     check_choice("norms", norms, ("batch", "rank"))
-    _check_group(group)
+    check_group(group)
     n = group.size
     parts = split_groups(batch, n)
     layout = FlatLayout.of(params, n)

@@ -1,7 +1,7 @@
 """Expert parallelism: a mixture-of-experts MLP whose E experts are split over ep ranks, tokens
 sent to their experts and back with two all-to-alls (Lepikhin et al. 2020, GShard, arXiv
 2006.16668, §2.2-2.3; Fedus et al. 2021, Switch Transformers, arXiv 2101.03961, §2.1-2.2;
-book Chapter 9).
+book section :ref:`sec-expert-parallel`).
 
 The layer, for a token x (D,): router logits l = x w_router (E,); the top-k experts by logit;
 gates g = softmax(l) renormalised over those k, which equals a softmax over the k chosen logits

@@ -1,5 +1,5 @@
 """One GRPO update on a DP x TP mesh of simulated ranks, equal to the update of the GRPO loop
-(book Chapter 8 lab: "the same step, split").
+(book section :ref:`sec-tp-grpo-step`).
 
 The loop's update (:func:`rlmperf_lite.rl.grpo.train_grpo`, one batch, no micro-batches):
 per-token log-probs of the batch, the clipped-surrogate gradient from

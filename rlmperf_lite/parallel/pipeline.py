@@ -1,5 +1,5 @@
 """Pipeline parallelism executed on simulated ranks: the tiny LM's layers split over pp stages,
-microbatches run op by op in a schedule's order (book Chapter 9).
+microbatches run op by op in a schedule's order (book section :ref:`sec-pp-gradient`).
 
 Stage 0 holds the embeddings (wte, wpe), the last stage the final norm and the LM head
 (ln_f, lm_head), and each stage a contiguous run of L / pp blocks. A forward op runs a
@@ -79,7 +79,8 @@ def pipeline_grads(params: dict, cfg: TinyLMConfig, tokens, dlogps_fn, *, pp: in
                    microbatches: int, schedule: str = "1f1b", interleave: int = 1,
                    group: ProcessGroup | None = None, temperature: float = 1.0):
     """Per-token log-probs and the gradient of any loss of them, pipeline-parallel over pp
-    simulated ranks (Huang et al. 2019, §2.2; Narayanan et al. 2021, §2.2; book Chapter 9).
+    simulated ranks (Huang et al. 2019, §2.2; Narayanan et al. 2021, §2.2; book section
+    :ref:`sec-pp-gradient`).
 
     The batch of n sequences is split into m = ``microbatches`` microbatches of n/m rows. The
     schedule's ops run one at a time in the order of :func:`schedule_timeline`'s records (start

@@ -1,4 +1,5 @@
-"""Pipeline schedules as data, and a simulator that turns one into a timeline (book Chapter 9).
+"""Pipeline schedules as data, and a simulator that turns one into a timeline (book section
+:ref:`sec-pp-stages`).
 
 A schedule is, per pipeline stage, the ordered list of the ops that stage runs: ``("F", mb)``
 (forward of microbatch ``mb``) and ``("B", mb)`` (its backward), or ``("F", mb, chunk)`` in the

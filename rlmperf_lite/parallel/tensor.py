@@ -1,6 +1,6 @@
 """Tensor parallelism (Megatron-LM) and sequence parallelism on simulated ranks: one transformer
 block split over the tp ranks of a group, equal to :func:`rlmperf_lite.nn.block_forward`
-(book Chapter 8).
+(book sections :ref:`sec-tensor-parallel` and :ref:`sec-sequence-parallel`).
 
 Tensor parallelism, Shoeybi et al. 2019 (arXiv 1909.08053) section 3, Fig. 3: the MLP's
 ``w_up`` is split by columns and ``w_down`` by rows, so each rank computes a partial sum of the
@@ -111,7 +111,7 @@ def sequence_shards(x: np.ndarray, tp: int) -> list:
     return np.split(x, tp, axis=1)
 
 
-def _gather_seq(group, xs: list) -> list:
+def gather_seq(group, xs: list) -> list:
     """All-gather along the sequence: rank r's (n, T/tp, D) -> (n, T, D) on every rank. Arrays
     travel sequence-first, Megatron's [s, b, h] layout, so rank r's chunk is its positions."""
     n, Tl, D = xs[0].shape
@@ -130,7 +130,7 @@ def _scatter_seq(group, xs: list) -> list:
 # ---- one rank's share: attention over its heads, the MLP over its F/tp columns ----------------
 def _attention_backward(dout, cache):
     """:func:`rlmperf_lite.nn.layers.attention_backward` on this rank's heads, returning
-    (dx partial, (dwqkv, dwo)) as :func:`_each` expects."""
+    (dx partial, (dwqkv, dwo)) as :func:`each_rank` expects."""
     dx, dwqkv, dwo = attention_backward(dout, cache)
     return dx, (dwqkv, dwo)
 
@@ -152,7 +152,7 @@ def _mlp_backward(dm, cache):
     return dh.reshape(n, T, D), (dw_up, dw_down)                         # dh partial
 
 
-def _each(fn, *per_rank_args):
+def each_rank(fn, *per_rank_args):
     """fn on every rank's arguments, returning ([out_r], [second_r])."""
     pairs = [fn(*args) for args in zip(*per_rank_args)]
     return [p[0] for p in pairs], [p[1] for p in pairs]
@@ -182,16 +182,16 @@ def tp_block_forward(xs: list, shards_per_rank: list, i: int, cfg, group, sp: bo
     # after a row-parallel layer: Shoeybi's g (all-reduce), with sp Korthikanti's g-bar
     reduce = (lambda a: _scatter_seq(group, a)) if sp else group.all_reduce
     c = {"i": i, "group": group, "sp": sp}
-    h, c["ln1"] = _each(lambda x, w: rmsnorm_forward(x, w["ln1"], eps), xs, W)
+    h, c["ln1"] = each_rank(lambda x, w: rmsnorm_forward(x, w["ln1"], eps), xs, W)
     if sp:
-        h = _gather_seq(group, h)                  # Korthikanti's g: (n, T, D) on every rank
-    a, c["att"] = _each(lambda h_, w: attention_forward(h_, w["wqkv"], w["wo"], heads), h, W)
+        h = gather_seq(group, h)                  # Korthikanti's g: (n, T, D) on every rank
+    a, c["att"] = each_rank(lambda h_, w: attention_forward(h_, w["wqkv"], w["wo"], heads), h, W)
     xs = [x + a_ for x, a_ in zip(xs, reduce(a))]                        # residual
-    h, c["ln2"] = _each(lambda x, w: rmsnorm_forward(x, w["ln2"], eps), xs, W)
+    h, c["ln2"] = each_rank(lambda x, w: rmsnorm_forward(x, w["ln2"], eps), xs, W)
     if sp:
-        h = _gather_seq(group, h)
-    m, c["mlp"] = _each(lambda h_, w: _mlp_forward(h_, w["w_up"], w["w_down"], cfg.activation),
-                        h, W)
+        h = gather_seq(group, h)
+    m, c["mlp"] = each_rank(lambda h_, w: _mlp_forward(h_, w["w_up"], w["w_down"], cfg.activation),
+                            h, W)
     xs = [x + m_ for x, m_ in zip(xs, reduce(m))]
     return xs, c
 
@@ -205,14 +205,14 @@ def tp_block_backward(dxs: list, cache):
     i, group, sp = cache["i"], cache["group"], cache["sp"]
     grads = [{} for _ in range(group.size)]
     # backward of g (identity), with sp of g-bar (all-gather)
-    gather = (lambda d: _gather_seq(group, d)) if sp else (lambda d: d)
+    gather = (lambda d: gather_seq(group, d)) if sp else (lambda d: d)
     # before the norms: backward of f (all-reduce), with sp of Korthikanti's g (reduce-scatter)
     reduce = (lambda d: _scatter_seq(group, d)) if sp else group.all_reduce
-    dh, g_mlp = _each(_mlp_backward, gather(dxs), cache["mlp"])
-    dx2, dln2 = _each(rmsnorm_backward, reduce(dh), cache["ln2"])
+    dh, g_mlp = each_rank(_mlp_backward, gather(dxs), cache["mlp"])
+    dx2, dln2 = each_rank(rmsnorm_backward, reduce(dh), cache["ln2"])
     dxs = [dx + d for dx, d in zip(dxs, dx2)]
-    dh, g_att = _each(_attention_backward, gather(dxs), cache["att"])
-    dx1, dln1 = _each(rmsnorm_backward, reduce(dh), cache["ln1"])
+    dh, g_att = each_rank(_attention_backward, gather(dxs), cache["att"])
+    dx1, dln1 = each_rank(rmsnorm_backward, reduce(dh), cache["ln1"])
     if sp:                                         # each rank saw T/tp positions: sum over them
         dln1, dln2 = group.all_reduce(dln1), group.all_reduce(dln2)
     for r, g in enumerate(grads):

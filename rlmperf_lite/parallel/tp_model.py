@@ -1,6 +1,6 @@
 """The whole tiny LM with tensor-parallel blocks, from tokens to per-token log-probs and back,
 equal to :func:`rlmperf_lite.nn.logps_forward` / :func:`~rlmperf_lite.nn.logps_backward`
-(book Chapter 8).
+(book section :ref:`sec-tp-grpo-step`).
 
 The blocks are split as in :mod:`rlmperf_lite.parallel.tensor`; the embeddings, the final norm
 and the LM head are replicated: every tp rank computes them on the same inputs, so their
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..nn.layers import embedding_backward, embedding_forward, rmsnorm_backward, rmsnorm_forward
 from ..nn.model import check_tokens, lm_head_backward, lm_head_forward
-from .tensor import (_each, _gather_seq, check_tp, sequence_shards, tp_block_backward,
+from .tensor import (check_tp, each_rank, gather_seq, sequence_shards, tp_block_backward,
                      tp_block_forward)
 
 __all__ = ["tp_logps_forward", "tp_logps_backward"]
@@ -49,7 +49,7 @@ def tp_logps_forward(shards_per_rank: list, tokens, cfg, group, temperature: flo
     if len(shards_per_rank) != tp:
         raise ValueError(f"shards_per_rank needs one dict per rank of {group.name} ({tp}), got "
                          f"{len(shards_per_rank)}")
-    x, c_emb = _each(lambda s: embedding_forward(s["wte"], s["wpe"], tokens), shards_per_rank)
+    x, c_emb = each_rank(lambda s: embedding_forward(s["wte"], s["wpe"], tokens), shards_per_rank)
     if sp:                                         # each rank keeps its own positions (no comm)
         x = [sequence_shards(x_r, tp)[r] for r, x_r in enumerate(x)]     # (n, T/tp, D)
     blocks = []
@@ -57,11 +57,11 @@ def tp_logps_forward(shards_per_rank: list, tokens, cfg, group, temperature: flo
         x, c_block = tp_block_forward(x, shards_per_rank, i, cfg, group, sp)
         blocks.append(c_block)
     if sp:
-        x = _gather_seq(group, x)                  # the replicated head needs every position
-    hf, c_lnf = _each(lambda x_r, s: rmsnorm_forward(x_r, s["ln_f"], cfg.norm_eps),
-                      x, shards_per_rank)                                # (n, T, D)
-    logps, c_head = _each(lambda h, s: lm_head_forward(h, s["lm_head"], tokens, temperature),
-                          hf, shards_per_rank)                           # (n, T-1)
+        x = gather_seq(group, x)                  # the replicated head needs every position
+    hf, c_lnf = each_rank(lambda x_r, s: rmsnorm_forward(x_r, s["ln_f"], cfg.norm_eps),
+                          x, shards_per_rank)                                # (n, T, D)
+    logps, c_head = each_rank(lambda h, s: lm_head_forward(h, s["lm_head"], tokens, temperature),
+                              hf, shards_per_rank)                           # (n, T-1)
     return logps, {"emb": c_emb, "blocks": blocks, "lnf": c_lnf, "head": c_head,
                    "group": group, "sp": sp}
 
@@ -71,8 +71,8 @@ def tp_logps_backward(dlogps_per_rank: list, cache) -> list:
     loss makes them) -> one dict of weight gradients per rank, keys and shapes of the rank's
     shard: sharded weights get their shard's gradient, replicated weights the full one."""
     group, sp, tp = cache["group"], cache["sp"], cache["group"].size
-    dhf, dlm_head = _each(lm_head_backward, dlogps_per_rank, cache["head"])
-    dx, dln_f = _each(rmsnorm_backward, dhf, cache["lnf"])               # (n, T, D)
+    dhf, dlm_head = each_rank(lm_head_backward, dlogps_per_rank, cache["head"])
+    dx, dln_f = each_rank(rmsnorm_backward, dhf, cache["lnf"])               # (n, T, D)
     if sp:          # the head is replicated, so dx is equal on every rank: keep own positions
         dx = [sequence_shards(d, tp)[r] for r, d in enumerate(dx)]
     grads = [{"lm_head": a, "ln_f": b} for a, b in zip(dlm_head, dln_f)]
@@ -81,7 +81,7 @@ def tp_logps_backward(dlogps_per_rank: list, cache) -> list:
         for g, bg in zip(grads, block_grads):
             g.update(bg)
     if sp:
-        dx = _gather_seq(group, dx)                # the replicated embedding needs every position
+        dx = gather_seq(group, dx)                # the replicated embedding needs every position
     for g, d, c in zip(grads, dx, cache["emb"]):
         g["wte"], g["wpe"] = embedding_backward(d, c)
     return grads

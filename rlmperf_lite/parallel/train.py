@@ -1,4 +1,5 @@
-"""The GRPO loop with its update on a mesh of simulated ranks (book Chapters 7-9): the same
+"""The GRPO loop with its update on a mesh of simulated ranks (book sections
+:ref:`sec-data-parallel` and :ref:`sec-tp-grpo-step`): the same
 rollouts, rewards and advantages as :func:`rlmperf_lite.rl.train_grpo`, the update split over
 ``DeviceMesh(dp=..., tp=...)`` by :func:`~rlmperf_lite.parallel.parallel_grpo_step`, and the
 new weights synced to the sampler (tp group 0's shards gathered) after every step. With no

@@ -1,4 +1,5 @@
-"""ZeRO stages 0-3 on the tiny LM's GRPO step, on simulated data-parallel ranks (book Chapter 7).
+"""ZeRO stages 0-3 on the tiny LM's GRPO step, on simulated data-parallel ranks (book section
+:ref:`sec-zero-fsdp`).
 
 Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054) §5 partitions the model states over the n
 data-parallel ranks. All weights are one flat vector of N_pad elements (sorted keys, zero-padded
@@ -38,7 +39,7 @@ from ..rl.common import lr_factor
 from ..rl.grpo import GRPOConfig
 from ..rl.losses import loss_norms
 from .collectives import ProcessGroup
-from .data import FlatLayout, GRPOBatch, _check_group, loss_forward, split_groups
+from .data import FlatLayout, GRPOBatch, check_group, loss_forward, split_groups
 
 __all__ = ["ZeroState", "zero_init", "zero_step", "zero_params", "resident_bytes"]
 
@@ -75,7 +76,7 @@ def zero_init(params: dict, group: ProcessGroup, stage: int, config: GRPOConfig)
     """
     check_int("stage", stage, 0)
     check_choice("stage", stage, (0, 1, 2, 3))
-    _check_group(group)
+    check_group(group)
     layout = FlatLayout.of(params, group.size)
     flat = layout.flatten(params)                                             # (N_pad,)
     state = ZeroState(stage, layout, [], [], [])
@@ -128,7 +129,7 @@ def zero_step(state: ZeroState, batch: GRPOBatch, config: GRPOConfig,
         ValueError: ``group`` of a different size than the state's; n does not divide the
             batch's groups (``batch``).
     """
-    _check_group(group)
+    check_group(group)
     layout, n, s = state.layout, group.size, state.stage
     if n != layout.n:
         raise ValueError(f"group has {n} ranks but the state was sharded for {layout.n}")
@@ -178,7 +179,7 @@ def zero_params(state: ZeroState, group: ProcessGroup, rank: int = 0) -> dict:
         ValueError: ``rank`` not in 0..n - 1, or ``group`` not a ProcessGroup.
     """
     _check_rank(state, rank)
-    _check_group(group)
+    check_group(group)
     full = state.params[rank] if state.stage < 3 else group.all_gather(state.params)[rank]
     return {k: v.copy() for k, v in state.layout.unflatten(full).items()}
 

@@ -1,11 +1,12 @@
-"""RL algorithms on the tiny LM: advantages, losses, GAE, GRPO (book Part I), and GRPO run
-asynchronously with bounded staleness (book Chapter 11)."""
+"""RL algorithms on the tiny LM: advantages, losses, GAE, GRPO (book sections :ref:`sec-grpo` to
+:ref:`sec-variants-toy`), and GRPO run asynchronously with bounded staleness (book section
+:ref:`sec-staleness-learner`)."""
 from .async_grpo import (OBJECTIVES, AsyncGRPOConfig, behav_importance_weights,
                          objective_inputs, step_metrics, train_async_grpo)
 from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages,
                          rloo_advantages)
 from .evaluate import evaluate
-from .gae import gae, gae_loop
+from .gae import gae, gae_loop, gae_scan
 from .grpo import (GRPOConfig, GRPOResult, accumulate_grads, frac_reward_zero_std,
                    sample_and_score, step_advantages, train_grpo)
 from .ppo import PPOConfig, train_ppo
@@ -17,7 +18,8 @@ from .sweep import SweepRun, run_sweep, sweep_table
 from .warmstart import warm_start
 
 __all__ = ["grpo_advantages", "rloo_advantages", "reinforce_pp_advantages", "check_rewards",
-           "gae", "gae_loop", "GRPOConfig", "GRPOResult", "evaluate", "train_grpo", "loss_norms",
+           "gae", "gae_loop", "gae_scan", "GRPOConfig", "GRPOResult", "evaluate", "train_grpo",
+           "loss_norms",
            "grpo_loss_grad", "grpo_loss", "step_advantages", "frac_reward_zero_std",
            "sample_and_score", "accumulate_grads",
            "policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",

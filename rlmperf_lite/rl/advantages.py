@@ -1,4 +1,4 @@
-"""Group-relative advantages (GRPO), book section 1.5.
+"""Group-relative advantages (GRPO), book section :ref:`sec-grpo`.
 
 GRPO (Shao et al. 2024, DeepSeekMath, arXiv 2402.03300, Sec. 4.1.2) samples G completions per
 prompt and scores each against its own group: ``A_i = (r_i - mean(r)) / (std(r) + eps)``, the

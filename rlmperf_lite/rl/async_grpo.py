@@ -1,4 +1,5 @@
-"""Asynchronous GRPO with bounded staleness k, one readable loop (book Chapter 11).
+"""Asynchronous GRPO with bounded staleness k, one readable loop (book section
+:ref:`sec-staleness-learner`).
 
 In an asynchronous RL system the rollout engine does not wait for the trainer: it keeps sampling
 with the last weights it received while the trainer updates. With staleness bound k, the batch
@@ -209,7 +210,7 @@ def step_metrics(step: int, rewards, completion_mask, logs: list, staleness: int
     Ray controller (:func:`rlmperf_lite.distributed.train_ray`): rewards (B*G,), completion_mask,
     prox/behav per-token log-probs (B*G, R); ``logs`` one dict of metrics per minibatch update
     (averaged); ``staleness`` the batch's age in versions. Importance weights as
-    :func:`behav_importance_weights` (book section 11.3)."""
+    :func:`behav_importance_weights` (book section :ref:`sec-staleness-learner`)."""
     mask = completion_mask
     w = behav_importance_weights(prox_per_token_logps, behav_per_token_logps, mask)
     return {"step": step, "reward_mean": float(rewards.mean()),

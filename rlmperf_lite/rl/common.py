@@ -1,5 +1,6 @@
 """What the RL loops of the book share: the common config, the learning-rate schedule, checks
-that a config fits its task, the result record (book Part I)."""
+that a config fits its task, the result record (book sections :ref:`sec-grpo` and
+:ref:`sec-ppo`)."""
 from __future__ import annotations
 
 import time

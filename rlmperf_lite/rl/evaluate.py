@@ -1,4 +1,5 @@
-"""Held-out evaluation: greedy accuracy of a policy on a split of the task (book section 1.2)."""
+"""Held-out evaluation: greedy accuracy of a policy on a split of the task (book section
+:ref:`sec-toy-task`)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
-"""Generalised advantage estimation (Schulman et al. 2016, arXiv 1506.02438, Eq. 16), book Part I.
+"""Generalised advantage estimation (Schulman et al. 2016, arXiv 1506.02438, Eq. 16), book
+section :ref:`sec-critic-gae`.
 
 With TD errors ``delta_t = r_t + gamma * V_{t+1} - V_t`` (``V_{t+1} = 0`` after the last
 token), the advantage is ``A_t = sum_k (gamma * lam)^k * delta_{t+k}`` and the critic's target

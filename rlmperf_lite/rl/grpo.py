@@ -1,4 +1,4 @@
-"""GRPO on the tiny LM, one readable loop (book section 1.5, lab Chapter 1).
+"""GRPO on the tiny LM, one readable loop (book section :ref:`sec-grpo`).
 
 Each step: sample B prompts and G completions each with the KV-cached sampler (rollout), score
 them with the verifier (reward), compute group-relative advantages, optionally the reference
@@ -30,8 +30,9 @@ __all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "step_advantages", "frac_re
 
 @dataclass(frozen=True)
 class GRPOConfig(RLConfig):
-    """Arguments of :func:`train_grpo` (defaults solve the addition task; see the Chapter 1 lab).
-    The shared fields are documented on :class:`rlmperf_lite.rl.common.RLConfig`."""
+    """Arguments of :func:`train_grpo` (defaults solve the addition task; see
+    :ref:`sec-grpo-running`). The shared fields are documented on
+    :class:`rlmperf_lite.rl.common.RLConfig`."""
 
     group_size: int = 4
     """G, completions per prompt."""
@@ -183,7 +184,7 @@ def accumulate_grads(params, tokens, old_per_token_logps, advantages, completion
     mean of means. ``old_per_token_logps``, ``completion_mask`` and
     ``ref_per_token_logps`` (None: no KL term in the loss) are (n, R); ``advantages`` (n,) or
     (n, R). Shared by :func:`train_grpo`, the asynchronous loop and the Ray learners (book
-    sections 3.4 and 14.2).
+    sections :ref:`sec-loss-aggregation` and :ref:`sec-ray-controller`).
 
     Returns (grads {name: array}, per_token_logps (n, R), token entropy (n, R)).
     """
@@ -208,10 +209,10 @@ def accumulate_grads(params, tokens, old_per_token_logps, advantages, completion
 
 
 def init_run(c: GRPOConfig, task, base_params) -> tuple:
-    """The start every GRPO loop shares (this one, and the asynchronous one of Chapter 11):
-    check the config fits the task, split the seed into the init, data and sampling generators
-    (in this order), warm-start or copy ``base_params``, and open the result record. Returns
-    (params, result, rng_data, rng_sample).
+    """The start every GRPO loop shares (this one, and the asynchronous one,
+    :ref:`sec-staleness-learner`): check the config fits the task, split the seed into the init,
+    data and sampling generators (in this order), warm-start or copy ``base_params``, and open the
+    result record. Returns (params, result, rng_data, rng_sample).
 
     Raises:
         ValueError: from the task check, or for ``base_params`` of the wrong shape.
@@ -239,10 +240,10 @@ def frac_reward_zero_std(rewards, group_size: int) -> float:
 def sample_and_score(params, ref_params, c: GRPOConfig, task, rng_data, rng_sample,
                      times: dict) -> tuple:
     """The first phases every GRPO loop shares (:func:`train_grpo` and the asynchronous one of
-    book Chapter 11): sample with ``params`` (DAPO's resampling included), the reference model's
-    per-token log-probs (B*G, R) when ``c.kl_coef`` > 0 (else None), and the rewards (B*G,)
-    with DAPO's overlong penalty when configured. Adds ``rollout_s``, ``ref_logps_s`` and
-    ``reward_s`` (seconds) to ``times``. Returns (tokens, completion_mask, behaviour
+    book section :ref:`sec-staleness-learner`): sample with ``params`` (DAPO's resampling included),
+    the reference model's per-token log-probs (B*G, R) when ``c.kl_coef`` > 0 (else None), and the
+    rewards (B*G,) with DAPO's overlong penalty when configured. Adds ``rollout_s``, ``ref_logps_s``
+    and ``reward_s`` (seconds) to ``times``. Returns (tokens, completion_mask, behaviour
     per_token_logps, rewards, ref_per_token_logps, resample rounds, frac_reward_zero_std)."""
     t = time.perf_counter()
     tokens, mask, behav_logps, rewards, rounds, zero_std = _rollout(

@@ -1,6 +1,6 @@
 """Exact expected gradients of the KL estimators used as losses, on one categorical policy
-(book section 3.6, Chapter 3 lab; Tang & Munos 2025, "On a few pitfalls in KL divergence gradient
-estimation for RL", arXiv 2506.09477).
+(book section :ref:`sec-kl-estimators`; Tang & Munos 2025, "On a few pitfalls in KL divergence
+gradient estimation for RL", arXiv 2506.09477).
 
 GRPO adds ``kl_coef * k(x)`` to the loss, with k one of Schulman's estimators of KL(pi || ref)
 evaluated on tokens x sampled from pi, and differentiates through log pi(x) only (the sample is

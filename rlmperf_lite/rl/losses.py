@@ -1,8 +1,8 @@
 """The PPO-clipped policy loss, the k3 KL estimator and loss aggregation, with their gradients.
 
-Book section 1.5. numpy has no autograd, so each loss has a ``*_grad`` twin giving the derivative
-of the per-token loss with respect to ``per_token_logps``; tests check each twin by finite
-differences. All arrays are (B*G, R): B*G completions, R completion positions.
+Book section :ref:`sec-grpo`. numpy has no autograd, so each loss has a ``*_grad`` twin giving the
+derivative of the per-token loss with respect to ``per_token_logps``; tests check each twin by
+finite differences. All arrays are (B*G, R): B*G completions, R completion positions.
 """
 from __future__ import annotations
 
@@ -240,7 +240,7 @@ def loss_norms(completion_mask, config) -> dict:
     ``num_seqs`` of :func:`aggregate_weights`), for a (B*G, R) ``completion_mask`` and a
     :class:`~rlmperf_lite.rl.GRPOConfig` (its ``max_new_tokens``)."""
     # once per batch, passed to every micro-batch and data-parallel rank, so that their summed
-    # gradients equal the whole batch's (verl #5625; book section :ref:`sec-loss-aggregation`)
+    # gradients equal the whole batch's (verl #5625; book section sec-loss-aggregation)
     return {"max_len": config.max_new_tokens,
             "num_tokens": max(float(np.sum(completion_mask)), 1.0),
             "num_seqs": int(np.shape(completion_mask)[0])}

@@ -1,4 +1,4 @@
-"""PPO with a critic on the tiny LM, one readable loop (book Part I, Chapter 2).
+"""PPO with a critic on the tiny LM, one readable loop (book section :ref:`sec-ppo`).
 
 Each step: sample one completion for each of B prompts (rollout), score them (reward: the
 outcome reward sits on the last token), run the critic over the sequences (values), compute

@@ -1,4 +1,5 @@
-"""Members of the GRPO family over several seeds, one process per run (book Chapter 3 lab).
+"""Members of the GRPO family over several seeds, one process per run (book section
+:ref:`sec-variants-toy`).
 
 A sweep trains every (variant, seed) pair to a held-out accuracy target and records how many
 steps, samples and seconds each took. Runs that share a seed share one warm-started base model

@@ -1,4 +1,5 @@
-"""The supervised warm-start that stands in for a pretrained base model (book section 1.2).
+"""The supervised warm-start that stands in for a pretrained base model (book section
+:ref:`sec-toy-task`).
 
 RL needs a policy that is sometimes right: from a random init every group of the addition task
 is all-wrong, every group-relative advantage is 0, and GRPO never moves. Real RL post-training

@@ -1,4 +1,5 @@
-"""A discrete-event simulator of RL post-training systems (book Chapters 10 and 11): GPU pools,
+"""A discrete-event simulator of RL post-training systems (book sections :ref:`sec-simulator` and
+:ref:`sec-async-modes`): GPU pools,
 models placed on them, the phases of a step with costs from the cost models, per-sample
 generation with long-tailed lengths, weight syncs, and synchronous or asynchronous execution.
 

@@ -1,5 +1,5 @@
 """Asynchronous RL on a disaggregated cluster: a discrete-event simulation of the rollout
-engine running ahead of the trainer (book Chapter 11).
+engine running ahead of the trainer (book section :ref:`sec-async-modes`).
 
 Events, in time order: a sample ends (its slot takes the next queued sample; the last of a
 group makes the group ready for training, and with ``overlap_reward`` sends it to be scored

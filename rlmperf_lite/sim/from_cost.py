@@ -1,5 +1,5 @@
-"""Simulator inputs from the cost models of Parts II and III: a real model on real hardware
-(book section 10.3).
+"""Simulator inputs from the cost models (:mod:`rlmperf_lite.cost`): a real model on real hardware
+(book section :ref:`sec-placement-cost`).
 
 - Phases after generation: :func:`~rlmperf_lite.cost.estimate_rl_step`'s time of each phase
   for the workload's mean lengths, turned into GPU-seconds per token (its roofline time x GPUs

@@ -1,5 +1,5 @@
 """The phases after generation as a small DAG on pools, shared by the synchronous and the
-asynchronous simulators (book section 10.2).
+asynchronous simulators (book section :ref:`sec-placements`).
 
 Dependencies: ``reward``, ``old_logp``, ``ref_logp`` and ``values`` need the samples;
 ``actor_update`` needs all four (advantages are free); ``critic_update`` needs the reward and

@@ -1,4 +1,5 @@
-"""One inference replica under continuous batching, as the simulators see it (book section 10.2).
+"""One inference replica under continuous batching, as the simulators see it (book section
+:ref:`sec-simulator`).
 
 Every running sequence gains one token per iteration and an iteration over n sequences takes
 :meth:`Engine.iteration_s(n) <rlmperf_lite.sim.Engine.iteration_s>`, so all running sequences

@@ -1,5 +1,5 @@
 """A published direction reproduced from its stated inputs: verl's fully-async staleness
-ablation (book section 11.3).
+ablation (book section :ref:`sec-staleness-sweep`).
 
 verl's ``docs/advance/fully_async.md`` ("128-card Stale Ablation Experiment") trains
 Qwen2.5-Math-7B with DAPO on 128 H20 GPUs, 64 generating and 64 training, in the "async stream

@@ -1,5 +1,5 @@
 """What a simulation returns, and the numbers the field reads off a run: step time, throughput,
-utilisation per pool, staleness of the samples trained on (book Chapters 10 and 11)."""
+utilisation per pool, staleness of the samples trained on (book section :ref:`sec-simulator`)."""
 from __future__ import annotations
 
 import math
@@ -86,7 +86,8 @@ class SimResult:
 
     def generation_span_s(self, step: int) -> float:
         """Seconds from the first start to the last end of the samples that step ``step``
-        trained on: the step's generation, as a timeline shows it (book section 10.3).
+        trained on: the step's generation, as a timeline shows it (book section
+        :ref:`sec-placement-cost`).
 
         Raises:
             ValueError: naming ``step`` when no sample was trained at that step.

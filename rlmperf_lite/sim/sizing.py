@@ -1,6 +1,6 @@
 """Sizing an RL system with the simulator: colocate or disaggregate, how to split the GPUs
 between rollout and training, how much staleness to allow, which group size, and when the
-weight sync matters (book Chapter 13).
+weight sync matters (the guidelines of book section :ref:`sec-example-system` on).
 
 Every function simulates (:func:`~rlmperf_lite.sim.simulate`) systems that
 :func:`~rlmperf_lite.sim.from_cost.system_from_cost` builds for a real model on real hardware,
@@ -13,9 +13,9 @@ and returns the numbers a guideline rests on; none prints. The quantities:
   verl's fully-async guide asks for a split that makes them close: "The ideal resource
   allocation should make the rollout time and train time close, thereby minimizing pipeline
   bubbles" (verl docs/advance/fully_async.md, Parameter Tuning Recommendations);
-- Brent's bounds on a step's generation (book Chapter 5): no schedule generates a batch faster
-  than its work at the engine's best per-token rate, nor faster than its longest response
-  decoding alone (its depth);
+- Brent's bounds on a step's generation (book section :ref:`sec-workdepth-seconds`): no schedule
+  generates a batch faster than its work at the engine's best per-token rate, nor faster than
+  its longest response decoding alone (its depth);
 - the wait of a group of G samples, the expected longest of G lengths
   (:func:`~rlmperf_lite.cost.expected_max_length`).
 
@@ -57,8 +57,8 @@ STEPS = 8
 
 EXAMPLE = dict(actor="qwen2.5-7b", hardware="h20", gpus=32, train_efficiency=0.5,
                decode_efficiency=0.6)
-"""The book's example system of Chapter 13, Qwen2.5-7B on 32 H20s (GRPO without a KL term), with
-the efficiencies of :mod:`rlmperf_lite.sim.reproduce` — a scaled-down version of verl's
+"""The book's example system (:ref:`sec-example-system`), Qwen2.5-7B on 32 H20s (GRPO without a KL
+term), with the efficiencies of :mod:`rlmperf_lite.sim.reproduce` — a scaled-down version of verl's
 fully-async experiment (Qwen2.5-Math-7B on 32 to 128 H20s)."""
 
 
@@ -141,8 +141,8 @@ class PlacementResult:
 
 
 def generation_bounds(system: RLSystem, workload: Workload, batches: int = 2) -> tuple:
-    """Brent's bounds (book Chapter 5) on generating one step's batch on ``system``'s rollout
-    pool, in seconds, as the mean over the stream's first ``batches`` batches:
+    """Brent's bounds (book section :ref:`sec-workdepth-seconds`) on generating one step's batch on
+    ``system``'s rollout pool, in seconds, as the mean over the stream's first ``batches`` batches:
 
     - work: response tokens / replicas x iteration_s(n) / n, the best per-token time of a
       replica, at n = min(slots, ceil(B / replicas) G), the most sequences it can run at once

@@ -1,5 +1,5 @@
 """The synchronous RL step on any placement: generate the batch, run the phases after it,
-sync the weights, repeat (book section 10.2).
+sync the weights, repeat (book section :ref:`sec-placements`).
 
 Generation: group g goes to replica g mod R (a prompt's G samples share one engine, as with
 vLLM's ``n``); on its replica samples take free slots in order and decode under continuous

@@ -1,5 +1,5 @@
 """An RL system laid out on a cluster: GPU pools, which model runs where, what each phase costs,
-and how the steps follow each other (book Chapters 10 and 11).
+and how the steps follow each other (book section :ref:`sec-simulator`).
 
 Roles: ``rollout`` (the inference engine), ``actor`` (the policy's trainer), ``ref`` (reference
 log-probs), ``critic`` (values and critic update, PPO) and ``reward`` (a reward model, or

@@ -1,6 +1,6 @@
-"""Work and depth in seconds of a simulated RL system's steady step, any layout: Chapter 10's
-placements, Chapter 11's staleness bounds, Chapter 12's framework presets and Chapter 13's
-splits (book sections :ref:`sec-placement-workdepth`, :ref:`sec-async-workdepth`,
+"""Work and depth in seconds of a simulated RL system's steady step, any layout: the
+placements, the staleness bounds, the framework presets and the guidelines' splits (book
+sections :ref:`sec-placement-workdepth`, :ref:`sec-async-workdepth`,
 :ref:`sec-frameworks-workdepth` and :ref:`sec-guidelines-workdepth`).
 
 The definition of :ref:`sec-workdepth-seconds` (:mod:`rlmperf_lite.cost.workdepth_s`) with the
@@ -324,10 +324,10 @@ def layout_workdepth(actor, hardware, workload: Workload, *, placement: str = "c
                      staleness: float | None = None, minibatches: int = 1, steps: int = 8,
                      **system_kw) -> SystemWorkDepth:
     """:func:`system_workdepth` of the system
-    :func:`~rlmperf_lite.sim.from_cost.system_from_cost` builds (Chapters 10 and 11):
-    ``"colocated"`` on ``gpus``, or ``"disaggregated"`` with ``rollout_gpus`` generating;
-    synchronous when ``staleness`` is None, else asynchronous with bound ``staleness`` and
-    ``minibatches`` streaming updates per version. ``system_kw`` go to
+    :func:`~rlmperf_lite.sim.from_cost.system_from_cost` builds (:ref:`sec-placement-workdepth`,
+    :ref:`sec-async-workdepth`): ``"colocated"`` on ``gpus``, or ``"disaggregated"`` with
+    ``rollout_gpus`` generating; synchronous when ``staleness`` is None, else asynchronous with
+    bound ``staleness`` and ``minibatches`` streaming updates per version. ``system_kw`` go to
     :func:`~rlmperf_lite.sim.from_cost.system_from_cost` (algo, kl_coef, reward_model,
     partial_rollout, consume, ...).
 

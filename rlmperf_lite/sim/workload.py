@@ -1,5 +1,5 @@
 """What the RL system is asked to do: prompts per step, group size, prompt length and the
-distribution of response lengths (book Chapters 10 and 11).
+distribution of response lengths (book section :ref:`sec-simulator`).
 
 Response lengths of reasoning models have a long tail: most answers are short, a few run to the
 length budget. The simulator draws them from a log-normal of a given mean and spread, cut at the

@@ -1,4 +1,5 @@
-"""Verifiable toy tasks: prompts, answer format and the reward function (book section 1.2)."""
+"""Verifiable toy tasks: prompts, answer format and the reward function (book section
+:ref:`sec-toy-task`)."""
 from .addition import AdditionTask
 
 __all__ = ["AdditionTask"]

@@ -1,4 +1,5 @@
-"""Two-number addition with the answer written least-significant digit first (book section 1.2).
+"""Two-number addition with the answer written least-significant digit first (book section
+:ref:`sec-toy-task`).
 
 A prompt is ``ab+cd=`` with two zero-padded 2-digit numbers (0-99), P = 6 tokens. The answer is
 the sum's digits in reverse order (least-significant first: 47 + 85 = 132 is answered ``231``)

@@ -1,9 +1,10 @@
 """Charts, tables and calculators of asynchronous RL and staleness (book Chapter 11). They display
 what :mod:`rlmperf_lite.sim` and :func:`rlmperf_lite.rl.train_async_grpo` compute and hold no
-formulas of their own: learning curves and final accuracies by staleness bound and objective,
-the staleness of the samples a run trained on, step time against the staleness bound, verl's
-published ablation next to the simulated one, accuracy against predicted wall time, a live
-widget and a no-kernel calculator evaluated over a grid when the book is built.
+formulas of their own: final accuracies by staleness bound and objective (the learning curves
+are :func:`~rlmperf_lite.views.learning_curve_chart`'s), the staleness of the samples a run
+trained on, step time against the staleness bound, verl's published ablation next to the
+simulated one, accuracy against predicted wall time, a live widget and a no-kernel calculator
+evaluated over a grid when the book is built.
 
     from rlmperf_lite.views.async_views import staleness_chart, staleness_sweep_chart
     staleness_chart({"one-step-off": result_1, "eta = 2": result_2})
@@ -14,84 +15,25 @@ import itertools
 
 import altair as alt
 
-from ..checks import check_choice, check_int
-from ..rl.common import RLResult
-from ..sim import RLSystem, SimResult, Workload, simulate
-from .sim_views import compare_table_html, placement_system, timeline_chart
+from ..checks import check_choice
+from ..sim import SimResult, Workload, simulate
+from ..sim.layouts import async_system, placement_system  # noqa: F401 (Lab 11 imports both here)
+from ..sim.sizing import PlacementResult
+from .charts import OBJECTIVE_ORDER, check_runs
+from .charts import learning_curve_chart, learning_rows  # noqa: F401 (Lab 11 imports them here)
+from .sim_views import compare_table_html, timeline_chart
 from .static_calculators import bound_controls, grid_data
 from .widgets import wire
 
-__all__ = ["OBJECTIVE_ORDER", "learning_rows", "learning_curve_chart", "final_rows",
-           "final_accuracy_chart", "staleness_rows", "staleness_chart", "sweep_rows",
-           "staleness_sweep_chart", "ablation_rows", "ablation_chart", "trade_rows",
-           "trade_chart", "async_system", "async_widget", "ASYNC_GRID", "async_grid",
+__all__ = ["final_rows", "final_accuracy_chart", "staleness_rows", "staleness_chart",
+           "sweep_rows", "staleness_sweep_chart", "ablation_rows", "ablation_chart",
+           "trade_rows", "trade_chart", "async_widget", "ASYNC_GRID", "async_grid",
            "async_grid_chart", "STEP_TIME", "THROUGHPUT", "MEAN_STALENESS"]
 
-OBJECTIVE_ORDER = ("naive", "decoupled", "behaviour")
-"""The objectives of :func:`~rlmperf_lite.rl.train_async_grpo`, in the order the charts use."""
 _OBJ_SCALE = alt.Scale(domain=list(OBJECTIVE_ORDER), range=["#e45756", "#4c78a8", "#54a24b"])
 
 
 # ---- the toy model: learning curves and final accuracy ------------------------------------
-def _check_runs(runs) -> None:
-    if not isinstance(runs, dict) or not runs:
-        raise ValueError("runs must be a non-empty dict {(k, objective, seed): RLResult}")
-    for key, run in runs.items():
-        if not (isinstance(key, tuple) and len(key) == 3):
-            raise ValueError(f"runs keys must be (k, objective, seed) tuples, got {key!r}")
-        check_choice("objective", key[1], OBJECTIVE_ORDER)
-        if not isinstance(run, RLResult) or not run.history:
-            raise ValueError(f"runs[{key!r}] must be an RLResult with a history (from "
-                             f"train_async_grpo), got {type(run).__name__}")
-
-
-def learning_rows(runs: dict, metric: str = "reward_mean") -> list[dict]:
-    """``runs``: {(k, objective, seed): RLResult}. One row per run and step: ``k``,
-    ``objective``, ``seed``, ``step`` and ``value`` = the history's ``metric``.
-
-    Raises:
-        ValueError: naming ``runs`` or ``metric`` (not in the histories).
-    """
-    _check_runs(runs)
-    rows = []
-    for (k, objective, seed), run in runs.items():
-        if metric not in run.history[0]:
-            raise ValueError(f"metric {metric!r} is not in the history; it has "
-                             f"{sorted(run.history[0])}")
-        rows += [{"k": int(k), "objective": objective, "seed": int(seed), "step": int(h["step"]),
-                  "value": float(h[metric])} for h in run.history]
-    return rows
-
-
-def learning_curve_chart(runs: dict, *, metric: str = "reward_mean", window: int = 15,
-                         seed: int | None = None, title: str | None = None):
-    """The ``window``-step rolling mean of ``metric`` (:func:`learning_rows`) against the step,
-    one panel per objective, one line per staleness bound k; ``seed``: only that seed's runs
-    (default: the first seed of ``runs``).
-
-    Raises:
-        ValueError: naming ``runs``, ``metric``, ``window`` or ``seed``.
-    """
-    check_int("window", window, 1)
-    rows = learning_rows(runs, metric)
-    seeds = list(dict.fromkeys(r["seed"] for r in rows))
-    seed = seeds[0] if seed is None else seed
-    if seed not in seeds:
-        raise ValueError(f"seed must be one of {seeds}, got {seed!r}")
-    rows = [r for r in rows if r["seed"] == seed]
-    objectives = [o for o in OBJECTIVE_ORDER if any(r["objective"] == o for r in rows)]
-    return alt.Chart(alt.Data(values=rows)).transform_window(
-        rolling="mean(value)", frame=[-window + 1, 0], groupby=["k", "objective"],
-        sort=[alt.SortField("step")]).mark_line().encode(
-        x=alt.X("step:Q", title="step"),
-        y=alt.Y("rolling:Q", title=f"{metric} ({window}-step mean)"),
-        color=alt.Color("k:O", title="staleness k", scale=alt.Scale(scheme="viridis")),
-        tooltip=["objective:N", "k:O", "step:Q", alt.Tooltip("rolling:Q", format=".3f")],
-    ).properties(width=230, height=180).facet(
-        column=alt.Column("objective:N", sort=objectives, title=None)).properties(
-        title=title or f"Asynchronous GRPO on the toy task, seed {seed}")
-
-
 def final_rows(runs: dict, metric: str = "eval_accuracy") -> list[dict]:
     """One row per run: ``k``, ``objective``, ``seed`` and ``value`` = ``metric`` of its last
     history row (run with ``eval_every`` for ``eval_accuracy``).
@@ -99,7 +41,7 @@ def final_rows(runs: dict, metric: str = "eval_accuracy") -> list[dict]:
     Raises:
         ValueError: naming ``runs`` or ``metric`` (not in a run's last row).
     """
-    _check_runs(runs)
+    check_runs(runs)
     rows = []
     for (k, objective, seed), run in runs.items():
         last = run.history[-1]
@@ -171,9 +113,31 @@ def staleness_rows(results: dict) -> list[dict]:
     return rows
 
 
-def staleness_chart(results: dict, *, title: str = "Staleness of the samples trained on"):
-    """Grouped bars: the share of each system's trained samples by staleness (versions between
-    the weights that started the sample and those it trained), from :func:`staleness_rows`."""
+def staleness_chart(results, *, title: str | None = None):
+    """Staleness, of simulated runs or of a sweep of the staleness bound:
+
+    - ``results`` a dict {name: SimResult}: grouped bars, the share of each system's trained
+      samples by staleness (versions between the weights that started the sample and those it
+      trained), from :func:`staleness_rows`;
+    - ``results`` a list of :class:`~rlmperf_lite.sim.sizing.PlacementResult` (from
+      :func:`~rlmperf_lite.sim.sizing.staleness_sweep`): left, the step time per staleness
+      bound with the trainer bound (train time + weight sync) dashed; right, the mean
+      staleness of the samples trained on.
+
+    Raises:
+        ValueError: ``results`` neither of these.
+    """
+    if isinstance(results, dict):
+        return _staleness_shares(results, title or "Staleness of the samples trained on")
+    points = list(results) if isinstance(results, (list, tuple)) else []
+    if not points or not all(isinstance(p, PlacementResult) for p in points):
+        raise ValueError("results must be a non-empty dict {name: SimResult} or a list of "
+                         "PlacementResults (from rlmperf_lite.sim.sizing.staleness_sweep)")
+    return _staleness_bounds(points, title or "Staleness bound: speed and freshness")
+
+
+def _staleness_shares(results: dict, title: str):
+    """Grouped bars of :func:`staleness_rows`: share of samples by staleness, per system."""
     rows = staleness_rows(results)
     names = list(results)
     return alt.Chart(alt.Data(values=rows)).mark_bar().encode(
@@ -183,6 +147,25 @@ def staleness_chart(results: dict, *, title: str = "Staleness of the samples tra
         color=alt.Color("system:N", sort=names, title=None),
         tooltip=["system:N", "staleness:O", "samples:Q", alt.Tooltip("share:Q", format=".1%")],
     ).properties(width=420, height=200, title=title)
+
+
+def _staleness_bounds(points: list, title: str):
+    """Step time (and the trainer bound) and mean staleness against the staleness bound."""
+    rows = [{"staleness": p.staleness, "series": s, "seconds": v} for p in points
+            for s, v in (("step time", p.step_time_s), ("trainer bound", p.trainer_bound_s))]
+    speed = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=alt.X("staleness:Q", title="staleness bound"),
+        y=alt.Y("seconds:Q", title="seconds per step", scale=alt.Scale(zero=False)),
+        strokeDash=alt.StrokeDash("series:N", title=None),
+        tooltip=["staleness:Q", "series:N", alt.Tooltip("seconds:Q", format=".1f")]
+    ).properties(width=300, height=200, title="Step time")
+    stale = alt.Chart(alt.Data(values=[{"staleness": p.staleness, "mean": p.mean_staleness}
+                                       for p in points])).mark_line(point=True).encode(
+        x=alt.X("staleness:Q", title="staleness bound"),
+        y=alt.Y("mean:Q", title="mean staleness (versions)"),
+        tooltip=["staleness:Q", alt.Tooltip("mean:Q", format=".3f")]
+    ).properties(width=220, height=200, title="Samples trained on")
+    return alt.hconcat(speed, stale).properties(title=title)
 
 
 _MEASURES = {"step_time_s": "step time (s)",
@@ -339,38 +322,11 @@ def trade_chart(runs: dict, wall_s: dict, *, metric: str = "eval_accuracy",
         title=title or f"The trade: final {metric} against the simulator's wall time")
 
 
-# ---- a system for a named execution mode -----------------------------------------------------
-def async_system(*, actor, hardware, workload: Workload, gpus: int, rollout_gpus: int,
-                 mode: str = "async", staleness: float = 0.0, partial_rollout: bool = True,
-                 minibatches: int = 1, consume: str = "ready", kl_coef: float = 0.001,
-                 **system_kw) -> RLSystem:
-    """The disaggregated :class:`~rlmperf_lite.sim.RLSystem` of
-    :func:`~rlmperf_lite.views.sim_views.placement_system` in execution ``mode``, named for the
-    charts ("async 16+16, k=2, partial, 4 updates/version").
-
-    Raises:
-        ValueError: naming the argument, from the library.
-    """
-    check_choice("mode", mode, ("sync", "async"))
-    if mode == "sync":
-        label = f"sync {rollout_gpus}+{gpus - rollout_gpus}"
-        kw = {}
-    else:
-        label = (f"async {rollout_gpus}+{gpus - rollout_gpus}, k={staleness:g}, "
-                 f"{'partial' if partial_rollout else 'drained'}, {consume}"
-                 + (f", {minibatches} updates/version" if minibatches != 1 else ""))
-        kw = dict(staleness=staleness, partial_rollout=partial_rollout,
-                  minibatches=minibatches, consume=consume)
-    return placement_system("disaggregated", actor=actor, hardware=hardware, workload=workload,
-                            gpus=gpus, rollout_gpus=rollout_gpus, kl_coef=kl_coef, mode=mode,
-                            name=system_kw.pop("name", label), **kw, **system_kw)
-
-
 # ---- live widget --------------------------------------------------------------------------------
 def async_widget(**defaults):
     """A live calculator: execution mode, how ready samples are consumed, the staleness bound,
     partial rollout, streaming updates per version, the rollout pool's GPUs (of ``gpus``) and
-    the mean response length drive :func:`async_system` and
+    the mean response length drive :func:`~rlmperf_lite.sim.layouts.async_system` and
     :func:`~rlmperf_lite.sim.simulate` (GRPO of Qwen2.5-7B on H100s by default). It shows the
     comparison with the colocated synchronous system, the staleness of the trained samples and
     the timeline of two steps. Bad inputs show the library's ValueError message."""

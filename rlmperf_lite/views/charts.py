@@ -1,21 +1,109 @@
-"""Altair charts of training histories, sweeps and work-depth results (Chapters 1-3 labs)."""
+"""Altair charts of training histories (one run or many), sweeps and work-depth results."""
 from __future__ import annotations
 
 import altair as alt
 
+from ..checks import check_choice, check_int
+from ..rl.common import RLResult
+
 PHASE_TIMES = ("rollout_s", "ref_logps_s", "reward_s", "advantages_s", "update_s")
 
 
-def learning_curve_chart(history: list, *, window: int = 20, title: str = "GRPO learning curve"):
-    """Batch mean reward per step (points) and its ``window``-step rolling mean (line)."""
-    rows = [{"step": h["step"], "reward_mean": h["reward_mean"]} for h in history]
+OBJECTIVE_ORDER = ("naive", "decoupled", "behaviour")
+"""The objectives of :func:`~rlmperf_lite.rl.train_async_grpo`, in the order the charts use."""
+
+
+def check_runs(runs) -> None:
+    """ValueError unless ``runs`` is a non-empty {(k, objective, seed): RLResult} of runs with a
+    history (from :func:`~rlmperf_lite.rl.train_async_grpo`), objectives in
+    :data:`~rlmperf_lite.views.charts.OBJECTIVE_ORDER`."""
+    if not isinstance(runs, dict) or not runs:
+        raise ValueError("runs must be a non-empty dict {(k, objective, seed): RLResult}")
+    for key, run in runs.items():
+        if not (isinstance(key, tuple) and len(key) == 3):
+            raise ValueError(f"runs keys must be (k, objective, seed) tuples, got {key!r}")
+        check_choice("objective", key[1], OBJECTIVE_ORDER)
+        if not isinstance(run, RLResult) or not run.history:
+            raise ValueError(f"runs[{key!r}] must be an RLResult with a history (from "
+                             f"train_async_grpo), got {type(run).__name__}")
+
+
+def learning_rows(runs: dict, metric: str = "reward_mean") -> list[dict]:
+    """``runs``: {(k, objective, seed): RLResult}. One row per run and step: ``k``,
+    ``objective``, ``seed``, ``step`` and ``value`` = the history's ``metric``.
+
+    Raises:
+        ValueError: naming ``runs`` or ``metric`` (not in the histories).
+    """
+    check_runs(runs)
+    rows = []
+    for (k, objective, seed), run in runs.items():
+        if metric not in run.history[0]:
+            raise ValueError(f"metric {metric!r} is not in the history; it has "
+                             f"{sorted(run.history[0])}")
+        rows += [{"k": int(k), "objective": objective, "seed": int(seed), "step": int(h["step"]),
+                  "value": float(h[metric])} for h in run.history]
+    return rows
+
+
+def learning_curve_chart(runs, *, metric: str = "reward_mean", window: int | None = None,
+                         seed: int | None = None, title: str | None = None):
+    """Learning curves, of one run or of many:
+
+    - ``runs`` a history (the rows of a training loop): the batch's ``metric`` per step
+      (points) and its ``window``-step rolling mean (line; default window 20);
+    - ``runs`` a dict {(k, objective, seed): RLResult}: the ``window``-step rolling mean of
+      ``metric`` (:func:`~rlmperf_lite.views.charts.learning_rows`; default window 15)
+      against the step, one panel per objective, one line per staleness bound k; ``seed``:
+      only that seed's runs (default: the first seed of ``runs``).
+
+    Raises:
+        ValueError: naming ``runs``, ``metric``, ``window`` or ``seed``.
+    """
+    if isinstance(runs, dict):
+        return _runs_curves(runs, metric, 15 if window is None else window, seed, title)
+    return _history_curve(runs, metric, 20 if window is None else window,
+                          title or "GRPO learning curve")
+
+
+def _history_curve(history, metric: str, window: int, title: str):
+    """One run's ``metric`` per step (points) and its rolling mean (line)."""
+    check_int("window", window, 1)
+    if not isinstance(history, (list, tuple)) or not history or metric not in history[0]:
+        raise ValueError(f"runs must be a history (a non-empty list of rows with {metric!r}) "
+                         f"or a dict {{(k, objective, seed): RLResult}}")
+    rows = [{"step": h["step"], metric: h[metric]} for h in history]
+    reward = metric == "reward_mean"
     base = alt.Chart(alt.Data(values=rows)).encode(x=alt.X("step:Q", title="step"))
     points = base.mark_circle(size=12, opacity=0.3).encode(
-        y=alt.Y("reward_mean:Q", title="batch mean reward", scale=alt.Scale(domain=[0, 1])))
+        y=alt.Y(f"{metric}:Q", title="batch mean reward" if reward else f"batch {metric}",
+                scale=alt.Scale(domain=[0, 1]) if reward else alt.Scale(zero=False)))
     line = base.transform_window(
-        rolling="mean(reward_mean)", frame=[-window + 1, 0]).mark_line(color="firebrick").encode(
+        rolling=f"mean({metric})", frame=[-window + 1, 0]).mark_line(color="firebrick").encode(
         y="rolling:Q")
     return (points + line).properties(width=520, height=240, title=title)
+
+
+def _runs_curves(runs: dict, metric: str, window: int, seed, title):
+    """Rolling means of many runs' ``metric``, a panel per objective, a line per k."""
+    check_int("window", window, 1)
+    rows = learning_rows(runs, metric)
+    seeds = list(dict.fromkeys(r["seed"] for r in rows))
+    seed = seeds[0] if seed is None else seed
+    if seed not in seeds:
+        raise ValueError(f"seed must be one of {seeds}, got {seed!r}")
+    rows = [r for r in rows if r["seed"] == seed]
+    objectives = [o for o in OBJECTIVE_ORDER if any(r["objective"] == o for r in rows)]
+    return alt.Chart(alt.Data(values=rows)).transform_window(
+        rolling="mean(value)", frame=[-window + 1, 0], groupby=["k", "objective"],
+        sort=[alt.SortField("step")]).mark_line().encode(
+        x=alt.X("step:Q", title="step"),
+        y=alt.Y("rolling:Q", title=f"{metric} ({window}-step mean)"),
+        color=alt.Color("k:O", title="staleness k", scale=alt.Scale(scheme="viridis")),
+        tooltip=["objective:N", "k:O", "step:Q", alt.Tooltip("rolling:Q", format=".3f")],
+    ).properties(width=230, height=180).facet(
+        column=alt.Column("objective:N", sort=objectives, title=None)).properties(
+        title=title or f"Asynchronous GRPO on the toy task, seed {seed}")
 
 
 def phase_time_chart(history: list, *,

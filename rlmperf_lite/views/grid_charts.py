@@ -19,7 +19,9 @@ LLAMA2_7B = dict(num_layers=32, hidden_size=4096, num_heads=32, vocab_size=32000
                  intermediate_size=11008, mlp="swiglu")
 
 
-def _product(grid: dict):
+def grid_points(grid: dict):
+    """Every setting of ``grid`` ({name: values}) as a dict {name: value}, the last name
+    varying fastest (the order of ``itertools.product``)."""
     keys = list(grid)
     for values in itertools.product(*(grid[k] for k in keys)):
         yield dict(zip(keys, values))
@@ -32,7 +34,7 @@ def grpo_workdepth_grid(grid: dict | None = None) -> list[dict]:
     grid = grid or {"num_prompts": (8, 32, 128, 512), "group_size": (1, 4, 16, 64),
                     "response_len": (256, 1024, 4096, 16384), "log10_p": (0, 3, 6, 9, 12)}
     rows = []
-    for point in _product(grid):
+    for point in grid_points(grid):
         args = {k: v for k, v in point.items() if k != "log10_p"}
         wd = grpo_step_workdepth(**LLAMA2_7B, prompt_len=512, processors=10 ** point["log10_p"],
                                  **args)
@@ -49,7 +51,7 @@ def rl_workdepth_grid(grid: dict | None = None) -> list[dict]:
                     "group_size": (4, 8, 16, 64), "response_len": (1024, 4096, 16384),
                     "log10_p": (6, 9, 12, 15)}
     rows = []
-    for point in _product(grid):
+    for point in grid_points(grid):
         wd = rl_step_workdepth("grpo", actor=point["actor"], hardware="h100", prompts=32,
                                group_size=point["group_size"], prompt_len=512,
                                response_len=point["response_len"], gpus=64,
@@ -68,7 +70,7 @@ def variant_cost_grid(grid: dict | None = None) -> list[dict]:
     grid = grid or {"pass_rate": (0.2, 0.5, 0.8, 0.9, 0.95), "group_size": (4, 8, 16, 32),
                     "kl_coef": (0.0, 0.001)}
     rows = []
-    for point in _product(grid):
+    for point in grid_points(grid):
         for c in compare_variants(**LLAMA2_7B, num_prompts=32, prompt_len=512,
                                   response_len=4096, **point):
             for measure, value in (("completions generated", c.samples_generated),

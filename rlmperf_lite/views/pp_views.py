@@ -15,7 +15,7 @@ import altair as alt
 from ..cost import (hardware_preset, hardware_presets, model_preset, model_presets,
                     pipeline_bubble_fraction, search_plans, TrainWorkload)
 from ..parallel.schedules import SCHEDULES, make_schedule, schedule_timeline
-from .static_calculators import _csv, bound_controls
+from .static_calculators import bound_controls, grid_csv
 from .widgets import wire
 
 __all__ = ["SCHEDULE_NAMES", "pipeline_gantt_chart", "bytes_per_rank_chart",
@@ -261,7 +261,7 @@ def gantt_grid_chart(rows: list[dict], *, start: dict | None = None,
     params, predicate = bound_controls(rows, controls, start)
     columns = controls + ["stage", "op", "microbatch", "chunk", "start", "end", "bubble"]
     numbers = ("pp", "microbatches", "stage", "microbatch", "chunk", "start", "end", "bubble")
-    data = alt.InlineData(values=_csv(rows, columns), format=alt.CsvDataFormat(
+    data = alt.InlineData(values=grid_csv(rows, columns), format=alt.CsvDataFormat(
         type="csv", parse={k: "number" for k in numbers}))
     gantt = _gantt_layers(alt.Chart(), x_title="time (forward of one microbatch = 1)")
     label = alt.Chart().transform_aggregate(

@@ -19,7 +19,7 @@ from ..cost import ALGOS, estimate_rl_step, hardware_presets, model_presets
 from ..cost.workdepth import grpo_step_workdepth, ppo_step_workdepth
 from .charts import workdepth_chart
 from .cost_views import phase_share_chart
-from .grid_charts import LLAMA2_7B, _product, grid_chart
+from .grid_charts import LLAMA2_7B, grid_chart, grid_points
 from .static_calculators import estimate_grid
 from .widgets import error_html, wire
 
@@ -140,7 +140,7 @@ def ppo_grpo_workdepth_grid(grid: dict | None = None, *, model: dict = LLAMA2_7B
     """
     grid = grid or PPO_GRPO_GRID
     rows = []
-    for point in _product(grid):
+    for point in grid_points(grid):
         args = {k: v for k, v in point.items() if k != "log10_p"}
         results = ppo_grpo_workdepth(model=model, num_prompts=num_prompts,
                                      group_size=group_size, prompt_len=prompt_len,

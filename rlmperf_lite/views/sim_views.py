@@ -17,15 +17,15 @@ import numpy as np
 
 from ..checks import check_choice, check_int
 from ..cost import hardware_presets, model_presets
-from ..sim import RLSystem, SimResult, Workload, simulate
-from ..sim.from_cost import system_from_cost
+from ..sim import SimResult, Workload, simulate
+from ..sim.layouts import PLACEMENTS, placement_system   # the builders' home; importable here too
 from .static_calculators import bound_controls, grid_data
 from .widgets import wire
 
-__all__ = ["PHASES", "PHASE_SCALE", "PLACEMENTS", "step_set", "timeline_rows", "running_rows",
+__all__ = ["PHASES", "PHASE_SCALE", "step_set", "timeline_rows", "running_rows",
            "timeline_chart", "utilisation_rows", "utilisation_chart", "split_chart",
-           "compare_rows", "compare_table_html", "placement_system", "placement_widget",
-           "placement_grid", "placement_grid_chart"]
+           "compare_rows", "compare_table_html", "placement_widget", "placement_grid",
+           "placement_grid_chart"]
 
 PHASES = ("generate", "old_logp", "ref_logp", "logps", "values", "reward", "actor_update",
           "critic_update", "weight_sync", "switch", "pause")
@@ -38,9 +38,6 @@ PHASE_SCALE = alt.Scale(domain=list(PHASES), range=[
 share it, so a phase has one colour everywhere)."""
 _STATES = ("compute", "sync", "switch", "idle")
 _STATE_SCALE = alt.Scale(domain=list(_STATES), range=["#4c78a8", "#9d755d", "#bab0ac", "#eeeeee"])
-PLACEMENTS = ("colocated", "disaggregated", "hybrid")
-"""Layouts :func:`placement_system` builds: all roles on one pool; the rollout on its own pool;
-the critic and reward model on their own pool (NeMo-Aligner's split)."""
 
 
 def step_set(steps) -> set | None:
@@ -314,40 +311,14 @@ def split_chart(results: dict, *, reference: SimResult | None = None,
                        f"{best['rollout_gpus']}){dashed}")
 
 
-# ---- building a system for a named placement ----------------------------------------------------
-def placement_system(placement: str, *, actor, hardware, workload: Workload, gpus: int,
-                     rollout_gpus: int | None = None, algo: str = "grpo", reward_model=None,
-                     kl_coef: float = 0.001, name: str = "", **system_kw) -> RLSystem:
-    """The :class:`~rlmperf_lite.sim.RLSystem` of a named placement (``"colocated"``,
-    ``"disaggregated"`` or ``"hybrid"``), from
-    :func:`~rlmperf_lite.sim.from_cost.system_from_cost` with a short name for the charts.
-
-    Raises:
-        ValueError: naming the argument, from the library.
-    """
-    check_choice("placement", placement, PLACEMENTS)
-    check_int("gpus", gpus, 1)
-    if placement != "colocated":
-        if not isinstance(rollout_gpus, int) or isinstance(rollout_gpus, bool) or \
-                not 0 < rollout_gpus < gpus:
-            raise ValueError(f"rollout_gpus must be an int in [1, gpus - 1] = [1, {gpus - 1}] "
-                             f"for a {placement} placement, got {rollout_gpus!r}")
-        label = f"{placement} {rollout_gpus}+{gpus - rollout_gpus}"
-    else:
-        label = f"colocated {gpus}"
-    return system_from_cost(actor, hardware, workload, placement=placement, gpus=gpus,
-                            rollout_gpus=rollout_gpus, algo=algo, reward_model=reward_model,
-                            kl_coef=kl_coef, name=name or label, **system_kw)
-
-
 # ---- live widget --------------------------------------------------------------------------------
 def placement_widget(**defaults):
     """A live calculator: placement, model, GPU type, algorithm, reward model, GPUs, rollout
     GPUs (the rollout pool of a disaggregated layout, the actor pool of a hybrid one), the
     workload, execution mode and staleness, ``fuse_logps``, ``overlap_reward`` and the switch
-    cost drive :func:`placement_system` and :func:`~rlmperf_lite.sim.simulate`; it shows the
-    timeline of two steps and the comparison table. Bad inputs show the library's ValueError
-    message."""
+    cost drive :func:`~rlmperf_lite.sim.layouts.placement_system` and
+    :func:`~rlmperf_lite.sim.simulate`; it shows the timeline of two steps and the comparison
+    table. Bad inputs show the library's ValueError message."""
     import ipywidgets as w
 
     c = {"placement": "colocated", "actor": "qwen2.5-7b", "hardware": "h100-sxm",

@@ -73,7 +73,9 @@ def bound_controls(rows: list[dict], controls: list[str], start: dict | None = N
     return params, predicate
 
 
-def _csv(rows: list[dict], columns: list[str]) -> str:
+def grid_csv(rows: list[dict], columns: list[str]) -> str:
+    """``rows``' ``columns`` as CSV text, a header line then one line per row, floats to 4
+    significant digits (what the no-kernel charts embed)."""
     def cell(v):
         return f"{v:.4g}" if isinstance(v, float) else str(v)
     return "\n".join([",".join(columns)] + [",".join(cell(r[c]) for c in columns)
@@ -86,7 +88,7 @@ def grid_data(rows: list[dict], columns: list[str]) -> alt.InlineData:
     bound parameters need them numeric)."""
     numeric = {k: "number" for k in columns
                if isinstance(rows[0][k], (int, float)) and not isinstance(rows[0][k], bool)}
-    return alt.InlineData(values=_csv(rows, columns),
+    return alt.InlineData(values=grid_csv(rows, columns),
                           format=alt.CsvDataFormat(type="csv", parse=numeric))
 
 
@@ -106,7 +108,7 @@ def estimate_calculator_chart(rows: list[dict], *, start: dict | None = None):
     params, predicate = bound_controls(rows, controls, start)
     order = list(dict.fromkeys(r["phase"] for r in rows))
     columns = controls + ["phase", "time_s", "flops", "per_gpu_memory_gb"]
-    data = alt.InlineData(values=_csv(rows, columns), format=alt.CsvDataFormat(
+    data = alt.InlineData(values=grid_csv(rows, columns), format=alt.CsvDataFormat(
         type="csv", parse={**{k: "number" for k in NUMERIC if k in controls},
                            "time_s": "number", "flops": "number",
                            "per_gpu_memory_gb": "number"}))
