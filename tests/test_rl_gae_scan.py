@@ -1,5 +1,7 @@
 """GAE as a Blelloch scan (rlmperf_lite.rl.gae.gae_scan) equals the papers' reversed loop and
 the matrix form, for any lengths, masks, gamma and lambda; and it works level by level."""
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -44,3 +46,26 @@ def test_bad_input_names_the_argument(bad, match):
         gae_scan(r, v, mask, **{"gamma": 1.0, "lam": 0.95, **bad})
     with pytest.raises(ValueError, match="shape"):
         gae_scan(r, v[:, :3], mask)
+
+
+@pytest.mark.parametrize("T", [1, 2, 5, 8, 100])
+def test_scan_does_the_work_and_depth_gae_workdepth_counts(T, monkeypatch):
+    """Count the combines gae_scan runs: 2 log2 n levels (calls) of 2 (n - 1) combines in all
+    per row, so W = 2 multiply-adds x 2 (n - 1) + T for the final step, D = 2 log2 n + 1."""
+    gae_module = importlib.import_module("rlmperf_lite.rl.gae")   # rl.gae is also the function
+    calls, elements = [], []
+    real = gae_module._combine
+
+    def counting(first, then):
+        calls.append(1)
+        elements.append(np.shape(first[0])[1])              # combines per row in this level
+        return real(first, then)
+
+    monkeypatch.setattr(gae_module, "_combine", counting)
+    r, v, mask = _batch(np.random.default_rng(1), 3, T)
+    gae_scan(r, v, mask)
+    work, depth = gae_module.gae_workdepth(T)["scan"]
+    assert len(calls) + 1 == depth and 2 * sum(elements) + T == work
+    assert gae_module.gae_workdepth(T)["loop"] == (T, T)
+    with pytest.raises(ValueError, match="T"):
+        gae_module.gae_workdepth(0)

@@ -6,7 +6,7 @@ from .async_grpo import (OBJECTIVES, AsyncGRPOConfig, behav_importance_weights,
 from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages,
                          rloo_advantages)
 from .evaluate import evaluate
-from .gae import gae, gae_loop, gae_scan
+from .gae import gae, gae_loop, gae_scan, gae_workdepth
 from .grpo import (GRPOConfig, GRPOResult, accumulate_grads, frac_reward_zero_std,
                    sample_and_score, step_advantages, train_grpo)
 from .ppo import PPOConfig, train_ppo
@@ -18,8 +18,8 @@ from .sweep import SweepRun, run_sweep, sweep_table
 from .warmstart import warm_start
 
 __all__ = ["grpo_advantages", "rloo_advantages", "reinforce_pp_advantages", "check_rewards",
-           "gae", "gae_loop", "gae_scan", "GRPOConfig", "GRPOResult", "evaluate", "train_grpo",
-           "loss_norms",
+           "gae", "gae_loop", "gae_scan", "gae_workdepth", "GRPOConfig", "GRPOResult", "evaluate",
+           "train_grpo", "loss_norms",
            "grpo_loss_grad", "grpo_loss", "step_advantages", "frac_reward_zero_std",
            "sample_and_score", "accumulate_grads",
            "policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",

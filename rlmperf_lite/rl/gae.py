@@ -10,14 +10,18 @@ tokens the work W (multiply-adds) and depth D (dependent steps) of the work-dept
 - :func:`gae`, a (T, T) matrix of discounts applied to all rows at once: W = T^2, and
   D = 1 + ceil(log2 T) with the sums as trees; more work buys a shallow chain.
 - :func:`gae_scan`, the recurrence A_t = a_t A_{t+1} + b_t as a Blelloch scan (Blelloch 1990,
-  "Prefix sums and their applications", §1.4) of affine maps: W ~ 4T (2 (n - 1) combines of
+  "Prefix sums and their applications", CMU-CS-90-190) of affine maps: W ~ 4T (2 (n - 1) combines of
   2 multiply-adds, n = T rounded up to a power of two), D = 2 log2 n + 1. Both at once.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-__all__ = ["gae", "gae_loop", "gae_scan"]
+from ..checks import check_int
+
+__all__ = ["gae", "gae_loop", "gae_scan", "gae_workdepth"]
 
 
 def _check(rewards, values, completion_mask, gamma, lam):
@@ -111,3 +115,15 @@ def gae_scan(rewards, values, completion_mask, gamma: float = 1.0, lam: float = 
         step //= 2
     adv = (a * sb[:, :T] + b)[:, ::-1]                   # inclusive: apply f_t, at x = 0
     return adv.astype(np.float32), ((adv + v) * m).astype(np.float32)
+
+
+def gae_workdepth(T: int) -> dict:
+    """{form: (work, depth)} per row of T tokens, in multiply-adds and dependent steps (rounds):
+    ``"loop"`` (T, T), ``"matrix"`` (T^2, 1 + ceil(log2 T): the dot products as trees) and
+    ``"scan"`` (2 (2 (n - 1)) + T, 2 log2 n + 1 with n = T rounded up to a power of two: two
+    sweeps of n - 1 combines of 2 multiply-adds each, then one per token). Raises ValueError
+    unless T is an int >= 1."""
+    check_int("T", T, 1)
+    n = 1 << max(T - 1, 0).bit_length()
+    log_n, log_t = n.bit_length() - 1, math.ceil(math.log2(T)) if T > 1 else 0
+    return {"loop": (T, T), "matrix": (T * T, 1 + log_t), "scan": (4 * (n - 1) + T, 2 * log_n + 1)}
