@@ -46,6 +46,22 @@ from .workers import PhaseLog, rng_from_state
 __all__ = ["Controller", "train_ray"]
 
 
+def _check_checkpointing(checkpoint_every, checkpoint_dir, resume_from, base_params) -> None:
+    """ValueError naming the argument: checkpoints need a directory this process can write,
+    and a resumed run takes its base model from the checkpoint."""
+    if checkpoint_every and checkpoint_dir is None:
+        raise ValueError("checkpoint_dir must be given when checkpoint_every > 0")
+    if checkpoint_dir is not None:
+        try:
+            Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        except (TypeError, OSError) as err:
+            raise ValueError(f"checkpoint_dir={checkpoint_dir!r} is not a directory this "
+                             f"process can create or write ({err})") from None
+    if resume_from is not None and base_params is not None:
+        raise ValueError("base_params and resume_from exclude each other: the checkpoint "
+                         "holds the base model")
+
+
 class Controller:
     """Starts the actors of one run and drives its steps; see the module docstring.
 
@@ -85,17 +101,7 @@ class Controller:
         check_fits_task(c, self.task)
         W, L = num_rollout_workers, num_learners
         check_layout(mode, c.num_prompts, W, L, c.num_prompts // c.num_minibatches)
-        if checkpoint_every and checkpoint_dir is None:
-            raise ValueError("checkpoint_dir must be given when checkpoint_every > 0")
-        if checkpoint_dir is not None:
-            try:
-                Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
-            except (TypeError, OSError) as err:
-                raise ValueError(f"checkpoint_dir={checkpoint_dir!r} is not a directory this "
-                                 f"process can create or write ({err})") from None
-        if resume_from is not None and base_params is not None:
-            raise ValueError("base_params and resume_from exclude each other: the checkpoint "
-                             "holds the base model")
+        _check_checkpointing(checkpoint_every, checkpoint_dir, resume_from, base_params)
         self.W, self.L, self.cpus = W, L, cpus_per_actor
         self._max_replacements = max_worker_replacements
         self._chunks = np.array_split(np.arange(c.num_prompts), W)     # prompts per worker
