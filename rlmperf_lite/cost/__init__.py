@@ -3,6 +3,7 @@ counts, accelerator presets, FLOPs, bytes, memory and time of each phase of an R
 parallel layouts (Part III): collectives, pipeline bubble, memory and step time per plan, the
 plan search and weight resharding."""
 from .estimate import ALGOS, PhaseEstimate, RLStepEstimate, estimate_rl_step
+from .phase import PhaseSequence
 from .flops import (ADAMW_FLOPS_PER_PARAM, decode_flops, forward_flops, matmul_weights_per_token,
                     prefill_flops, train_flops)
 from .hardware import (HardwareSpec, hardware_preset, hardware_presets, measure_cpu,
@@ -14,8 +15,9 @@ from .model import ModelConfig
 from .roofline import decode_step_bytes, decode_step_flops, mfu, roofline_time
 from .workdepth import (PhaseRounds, WorkDepth, expected_max_length, forward_depth,
                         grpo_step_workdepth, ppo_step_workdepth, rl_step_workdepth)
-from .workdepth_s import (H100_CLOCK_HZ, PhaseWorkDepth, StepWorkDepth, back_of_envelope,
-                          per_version_depth, pram_processors, rl_step_workdepth_s)
+from .workdepth_s import (H100_CLOCK_HZ, PhaseWorkDepth, StepTotals, StepWorkDepth,
+                          back_of_envelope, per_version_depth, pram_processors,
+                          rl_step_workdepth_s)
 from .variants import (RESAMPLED_PHASES, VARIANT_KL, VariantCost, VariantWorkDepth,
                        compare_variants, dynamic_sampling_rounds, informative_fraction,
                        variant_step_cost, variant_step_workdepth_s)
@@ -50,8 +52,10 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "train_flops", "ADAMW_FLOPS_PER_PARAM", "BYTES_PER_PARAM_ADAM", "model_state_bytes",
            "activation_bytes_per_layer", "kv_cache_bytes_per_token", "roofline_time",
            "decode_step_bytes", "decode_step_flops", "mfu", "ALGOS", "PhaseEstimate",
+           "PhaseSequence",
            "RLStepEstimate", "estimate_rl_step", "expected_max_length", "forward_depth",
-           "rl_step_workdepth", "PhaseWorkDepth", "StepWorkDepth", "rl_step_workdepth_s",
+           "rl_step_workdepth", "PhaseWorkDepth", "StepTotals", "StepWorkDepth",
+           "rl_step_workdepth_s",
            "back_of_envelope", "pram_processors", "H100_CLOCK_HZ",
            "variant_step_workdepth_s", "VariantWorkDepth", "RESAMPLED_PHASES",
            "PhaseRounds", "WorkDepth", "grpo_step_workdepth", "ppo_step_workdepth",

@@ -27,7 +27,8 @@ phases, in the terms of :mod:`rlmperf_lite.cost.workdepth_s`:
   collective is the links' time, not the GPUs': W = 0, D = what it adds to the chain,
   occurrences x max(0, comm - window).
 - Optimizer step: AdamW over the parameters the rank owns (N, or N / dp from stage 1 on),
-  memory-bound at :data:`~rlmperf_lite.cost.ADAM_STEP_BYTES_PER_PARAM` bytes each. W = dp t_opt, D = t_opt.
+  memory-bound at :data:`~rlmperf_lite.cost.ADAM_STEP_BYTES_PER_PARAM` bytes each.
+  W = dp t_opt, D = t_opt.
 
 The step is compute + exposed communication + t_opt, the sum of the phases' max(W/p, D); with
 alpha = 0 it is train_step_time's total plus the optimizer step (which train_step_time leaves

@@ -33,7 +33,7 @@ from ..checks import check_bool, check_choice, check_int, check_number, check_re
 from .flops import ADAMW_FLOPS_PER_PARAM, forward_flops
 from .hardware import resolve_hardware
 from .memory import activation_bytes_per_layer, model_state_bytes
-from .phase import PhaseEstimate
+from .phase import PhaseEstimate, PhaseSequence
 from .rollout import rollout_phases, rollout_tp, weight_sync_s
 from .presets import resolve_model
 from .roofline import roofline_time
@@ -45,7 +45,7 @@ _GENERATION = ("rollout_prefill", "rollout_decode")
 
 
 @dataclass(frozen=True)
-class RLStepEstimate:
+class RLStepEstimate(PhaseSequence):
     """Phases in execution order and totals; ``fits`` is False when a phase needs more memory
     per GPU than the device has, and ``overflow`` then names the phase and its parts."""
 
@@ -64,13 +64,8 @@ class RLStepEstimate:
         from .workdepth import rl_step_workdepth
         return rl_step_workdepth(self.algo, processors=processors, **self.inputs)
 
-    @property
-    def time_s(self) -> float:
-        return float(sum(p.time_s for p in self.phases))
-
-    @property
-    def flops(self) -> float:
-        return float(sum(p.flops for p in self.phases))
+    time_s = property(lambda self: self.total("time_s"))
+    flops = property(lambda self: self.total("flops"))
 
     @property
     def generation_time_s(self) -> float:
@@ -84,12 +79,6 @@ class RLStepEstimate:
     @property
     def generation_flops_share(self) -> float:
         return sum(p.flops for p in self.phases if p.name in _GENERATION) / self.flops
-
-    def phase(self, name: str) -> PhaseEstimate:
-        for p in self.phases:
-            if p.name == name:
-                return p
-        raise KeyError(f"no phase {name!r}; phases are {[p.name for p in self.phases]}")
 
     def as_dict(self) -> dict:
         return {"algo": self.algo, "hardware": self.hardware, "gpus": self.gpus,

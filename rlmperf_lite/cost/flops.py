@@ -29,8 +29,8 @@ import numpy as np
 from ..checks import check_bool, check_real_array
 from .model import ModelConfig
 
-__all__ = ["ADAMW_FLOPS_PER_PARAM", "matmul_weights_per_token", "forward_flops", "prefill_flops", "decode_flops",
-           "train_flops"]
+__all__ = ["ADAMW_FLOPS_PER_PARAM", "matmul_weights_per_token", "forward_flops", "prefill_flops",
+           "decode_flops", "train_flops"]
 
 
 #: FLOPs of one AdamW step per parameter: the two moments, the square root, the divide, the

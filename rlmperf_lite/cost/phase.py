@@ -3,7 +3,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PhaseEstimate"]
+__all__ = ["PhaseEstimate", "PhaseSequence"]
+
+
+class PhaseSequence:
+    """A step's phases (``self.phases``), run one after another: its totals are sums over them.
+    The base of every per-step record of the cost and work-depth models."""
+
+    def total(self, attr: str) -> float:
+        """The sum of ``attr`` over the phases."""
+        return float(sum(getattr(p, attr) for p in self.phases))
+
+    def phase(self, name: str):
+        """The phase called ``name``; KeyError naming the phases there are."""
+        for p in self.phases:
+            if p.name == name:
+                return p
+        raise KeyError(f"no phase {name!r}; phases are {[p.name for p in self.phases]}")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from ..checks import check_choice, check_int
 from .estimate import ALGOS, RLStepEstimate, estimate_rl_step
 from .hardware import HardwareSpec
 from .model import ModelConfig
+from .phase import PhaseSequence
 from .workdepth_s import StepWorkDepth, rl_step_workdepth_s
 
 __all__ = ["profile_step_workdepth_s", "generation_share", "LOOP_PHASES", "cpu_as_fp32_device",
@@ -120,7 +121,7 @@ class MeasuredPhase:
 
 
 @dataclass(frozen=True)
-class MeasuredProfile:
+class MeasuredProfile(PhaseSequence):
     """A toy loop's phases, measured and estimated (see :func:`measured_profile`); the step is
     the sum of its phases' times."""
 
@@ -130,19 +131,10 @@ class MeasuredProfile:
     workdepth: StepWorkDepth
     response_len: int
 
-    def _sum(self, attr):
-        return float(sum(getattr(p, attr) for p in self.phases))
-
-    measured_s = property(lambda self: self._sum("measured_s"))
-    estimate_s = property(lambda self: self._sum("estimate_s"))
-    brent_lower_s = property(lambda self: self._sum("brent_lower_s"))
-    brent_upper_s = property(lambda self: self._sum("brent_upper_s"))
-
-    def phase(self, name: str) -> MeasuredPhase:
-        for p in self.phases:
-            if p.name == name:
-                return p
-        raise KeyError(f"no phase {name!r}; phases are {[p.name for p in self.phases]}")
+    measured_s = property(lambda self: self.total("measured_s"))
+    estimate_s = property(lambda self: self.total("estimate_s"))
+    brent_lower_s = property(lambda self: self.total("brent_lower_s"))
+    brent_upper_s = property(lambda self: self.total("brent_upper_s"))
 
     def shares(self, which: str = "measured") -> dict:
         """{phase: share of the step}, of the ``which`` = "measured" or "estimate" times."""

@@ -3,12 +3,12 @@
 
 A task is one operation of :func:`~rlmperf_lite.rl.train_grpo`'s step: the prompts' prefill, a
 decode step, the verifier, the reference pass, the advantages, a micro-batch's forward and
-backward, the loss value, the optimizer step. Each is timed (:func:`~rlmperf_lite.cost.best_of_s`, under the
-loop's BLAS thread limit) at the batch the loop gives it (B prompts, B G rows, the micro-batch)
-and alone (one sequence; one group for the advantages). A processor is a core: the loop is one
-Python thread with BLAS pinned to one thread (``GRPOConfig.blas_threads`` = 1), so p = 1. With
-R the step's decode width (the longest response: the sampler runs every row until it ends, so
-padding row-steps are work the loop does)::
+backward, the loss value, the optimizer step. Each is timed (:func:`~rlmperf_lite.cost.best_of_s`,
+under the loop's BLAS thread limit) at the batch the loop gives it (B prompts, B G rows, the
+micro-batch) and alone (one sequence; one group for the advantages). A processor is a core: the
+loop is one Python thread with BLAS pinned to one thread (``GRPOConfig.blas_threads`` = 1), so
+p = 1. With R the step's decode width (the longest response: the sampler runs every row until it
+ends, so padding row-steps are work the loop does)::
 
     W = t_pf(B) + (R - 1) t_dec(B G) + t_rew(B G) + t_ref(B G) + t_adv(B G)
         + sum_k t_fb(m_k) + t_loss(B G) + t_opt                         (core-seconds)
@@ -33,7 +33,7 @@ from ..rl.common import blas_limits
 from ..rl.grpo import GRPOConfig, accumulate_grads, frac_reward_zero_std, step_advantages
 from ..rl.losses import grpo_loss, loss_norms, overlong_penalty
 from ..tasks import AdditionTask
-from .workdepth_s import PhaseWorkDepth
+from .workdepth_s import PhaseWorkDepth, StepTotals
 
 __all__ = ["ToyOpCosts", "ToyStepWorkDepth", "best_of_s", "measure_toy_op_costs",
            "toy_step_workdepth", "measured_step_s", "toy_step_prediction"]
@@ -105,7 +105,7 @@ class ToyOpCosts:
 
 
 @dataclass(frozen=True)
-class ToyStepWorkDepth:
+class ToyStepWorkDepth(StepTotals):
     """The toy step's phases (:class:`~rlmperf_lite.cost.PhaseWorkDepth`, W in core-seconds
     in ``work_gpu_s``) on ``processors`` cores, and the step's measured time ``measured_s``
     (None if not given). Phases run one after another: the step's bounds are their sums."""
@@ -114,15 +114,6 @@ class ToyStepWorkDepth:
     processors: int
     response_width: int
     measured_s: float | None = None
-
-    def _sum(self, attr):
-        return float(sum(getattr(p, attr) for p in self.phases))
-
-    work_flops = property(lambda self: self._sum("work_flops"))
-    work_gpu_s = property(lambda self: self._sum("work_gpu_s"))
-    depth_s = property(lambda self: self._sum("depth_s"))
-    brent_lower_s = property(lambda self: self._sum("brent_lower_s"))
-    brent_upper_s = property(lambda self: self._sum("brent_upper_s"))
 
     @property
     def work_per_processor_s(self) -> float:
@@ -155,12 +146,6 @@ class ToyStepWorkDepth:
             raise ValueError("measured_s is None: pass the step's measured time")
         return self.brent_lower_s * (1 - tolerance) <= self.measured_s \
             <= self.brent_upper_s * (1 + tolerance)
-
-    def phase(self, name: str) -> PhaseWorkDepth:
-        for p in self.phases:
-            if p.name == name:
-                return p
-        raise KeyError(f"no phase {name!r}; phases are {[p.name for p in self.phases]}")
 
 
 def toy_step_workdepth(costs: ToyOpCosts, *, measured_s: float | None = None,
@@ -303,9 +288,9 @@ def measure_toy_op_costs(config: GRPOConfig, params: dict, *, task: AdditionTask
     """Time each operation of a :func:`~rlmperf_lite.rl.train_grpo` step run with ``config``
     and the weights ``params`` (also as the reference's), at decode width R =
     ``response_width`` (default ``config.max_new_tokens``), on this CPU under the loop's BLAS
-    thread limit, at the loop's batch and alone: :func:`~rlmperf_lite.cost.best_of_s` of ``repeats`` rounds, about
-    0.5 s for the default config. A decode step costs (t(R) - t(1)) / (R - 1), t(k) a rollout
-    of width k.
+    thread limit, at the loop's batch and alone: :func:`~rlmperf_lite.cost.best_of_s` of
+    ``repeats`` rounds, about 0.5 s for the default config. A decode step costs
+    (t(R) - t(1)) / (R - 1), t(k) a rollout of width k.
 
     Raises:
         ValueError: DAPO's dynamic sampling (its rounds vary from step to step); R outside

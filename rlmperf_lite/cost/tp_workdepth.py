@@ -47,7 +47,7 @@ from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload
 from .parallel_step import train_step_time
 from .presets import resolve_model
 from .rollout import decode_step_s
-from .workdepth_s import PhaseWorkDepth
+from .workdepth_s import PhaseWorkDepth, StepTotals
 
 __all__ = ["TPWorkDepth", "tp_train_workdepth", "tp_decode_workdepth", "tp_comm_constant",
            "tp_comm_compute_ratio", "tp_comm_threshold", "cp_overlap_min_chunk_tokens",
@@ -67,7 +67,7 @@ _FLOP_COUNTER = HardwareSpec(name="1 FLOP/s", peak_flops={"bf16": 1.0}, hbm_byte
 
 
 @dataclass(frozen=True)
-class TPWorkDepth:
+class TPWorkDepth(StepTotals):
     """W and D of a training step or a decode under TP/SP/CP; the phases run one after
     another. ``layer_compute_s`` and ``layer_comm_s`` are one layer's compute on the chain and
     its TP collectives (training: per micro-batch; decode: per step at the replica's batch);
@@ -86,20 +86,6 @@ class TPWorkDepth:
     memory_bytes_per_gpu: float
     measured_s: float | None
     inputs: dict = field(default_factory=dict, compare=False, repr=False)
-
-    def _sum(self, attr):
-        return float(sum(getattr(p, attr) for p in self.phases))
-
-    work_gpu_s = property(lambda self: self._sum("work_gpu_s"))
-    depth_s = property(lambda self: self._sum("depth_s"))
-    brent_lower_s = property(lambda self: self._sum("brent_lower_s"))
-    brent_upper_s = property(lambda self: self._sum("brent_upper_s"))
-
-    def phase(self, name: str) -> PhaseWorkDepth:
-        for p in self.phases:
-            if p.name == name:
-                return p
-        raise KeyError(f"no phase {name!r}; phases are {[p.name for p in self.phases]}")
 
 
 def _train_flops_per_sequence(m: ModelConfig, seq_len: int, recompute: str) -> float:

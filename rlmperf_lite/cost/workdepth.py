@@ -33,6 +33,7 @@ from ..checks import check_int, check_number, check_real_array
 from .estimate import estimate_rl_step, sample_lengths
 from .flops import ADAMW_FLOPS_PER_PARAM
 from .model import ModelConfig
+from .phase import PhaseSequence
 from .presets import resolve_model
 
 __all__ = ["PhaseRounds", "WorkDepth", "grpo_step_workdepth", "ppo_step_workdepth",
@@ -83,30 +84,16 @@ class PhaseRounds:
 
 
 @dataclass(frozen=True)
-class WorkDepth:
+class WorkDepth(PhaseSequence):
     """Phases of one step in execution order; phases run one after another."""
 
     phases: tuple
     processors: int
 
-    @property
-    def work_flops(self) -> float:
-        return float(sum(p.work_flops for p in self.phases))
-
-    @property
-    def depth_rounds(self) -> float:
-        return float(sum(p.depth_rounds for p in self.phases))
-
-    @property
-    def brent_rounds(self) -> float:
-        """Sum of the phases' Brent bounds (each phase waits for the previous one)."""
-        return float(sum(p.brent_rounds for p in self.phases))
-
-    def phase(self, name: str) -> PhaseRounds:
-        for p in self.phases:
-            if p.name == name:
-                return p
-        raise KeyError(f"no phase {name!r}; phases are {[p.name for p in self.phases]}")
+    work_flops = property(lambda self: self.total("work_flops"))
+    depth_rounds = property(lambda self: self.total("depth_rounds"))
+    # each phase waits for the previous one: the step's Brent bound is the phases' sum
+    brent_rounds = property(lambda self: self.total("brent_rounds"))
 
     def as_dict(self) -> dict:
         return {"processors": self.processors, "work_flops": self.work_flops,

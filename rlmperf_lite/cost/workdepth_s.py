@@ -14,7 +14,8 @@ achieved rates (peak x ``train_efficiency``, bandwidth x ``decode_efficiency``).
 Memory-bound batched work is charged at the batch the layout gives it: a task in a batch of b
 pays its share of the batch's weight reads, 2 N / b bytes, plus its own. So W depends on the
 batch per replica, and decode's W / p falls to its depth D as that batch falls to one. The PRAM
-rounds of ``rlmperf_lite.cost.workdepth`` (:func:`~rlmperf_lite.cost.rl_step_workdepth`) are the ideal-machine limit of the same graph.
+rounds of ``rlmperf_lite.cost.workdepth`` (:func:`~rlmperf_lite.cost.rl_step_workdepth`) are
+the ideal-machine limit of the same graph.
 """
 from __future__ import annotations
 
@@ -27,11 +28,12 @@ from ..checks import check_int, check_number
 from .estimate import estimate_rl_step, sample_lengths
 from .flops import forward_flops
 from .hardware import HardwareSpec
+from .phase import PhaseSequence
 from .presets import resolve_model
 from .rollout import decode_step_s, prefill_s
 
-__all__ = ["PhaseWorkDepth", "StepWorkDepth", "rl_step_workdepth_s", "back_of_envelope",
-           "pram_processors", "per_version_depth", "H100_CLOCK_HZ"]
+__all__ = ["PhaseWorkDepth", "StepTotals", "StepWorkDepth", "rl_step_workdepth_s",
+           "back_of_envelope", "pram_processors", "per_version_depth", "H100_CLOCK_HZ"]
 
 #: The H100 SXM clock in Hz; 989.5 TFLOP/s dense bf16 = 132 SMs x 4,096 FLOPs a clock x 1.83 GHz.
 H100_CLOCK_HZ = 1.83e9
@@ -72,8 +74,18 @@ class PhaseWorkDepth:
                 "brent_upper_s": self.brent_upper_s}
 
 
+class StepTotals(PhaseSequence):
+    """W, D and Brent's bounds of phases that run one after another: the sums of theirs."""
+
+    work_flops = property(lambda self: self.total("work_flops"))
+    work_gpu_s = property(lambda self: self.total("work_gpu_s"))
+    depth_s = property(lambda self: self.total("depth_s"))
+    brent_lower_s = property(lambda self: self.total("brent_lower_s"))
+    brent_upper_s = property(lambda self: self.total("brent_upper_s"))
+
+
 @dataclass(frozen=True)
-class StepWorkDepth:
+class StepWorkDepth(StepTotals):
     """The phases of a synchronous step, one after another (a barrier between two phases), so
     the step's bounds are the sums of the phases'. ``estimate_s`` is the step time of
     :func:`~rlmperf_lite.cost.estimate_rl_step` for the same inputs."""
@@ -85,14 +97,6 @@ class StepWorkDepth:
     rollout_tp: int
     inputs: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def _sum(self, attr):
-        return float(sum(getattr(p, attr) for p in self.phases))
-
-    work_flops = property(lambda self: self._sum("work_flops"))
-    work_gpu_s = property(lambda self: self._sum("work_gpu_s"))
-    depth_s = property(lambda self: self._sum("depth_s"))
-    brent_lower_s = property(lambda self: self._sum("brent_lower_s"))
-    brent_upper_s = property(lambda self: self._sum("brent_upper_s"))
 
     @property
     def sequences_per_gpu(self) -> float:
@@ -105,12 +109,6 @@ class StepWorkDepth:
         than one sequence per GPU, which the layout cannot do without TP or CP)."""
         return self.brent_lower_s <= self.estimate_s * (1 + 1e-9) and \
             self.estimate_s <= self.brent_upper_s * (1 + 1e-9)
-
-    def phase(self, name: str) -> PhaseWorkDepth:
-        for p in self.phases:
-            if p.name == name:
-                return p
-        raise KeyError(f"no phase {name!r}; phases are {[p.name for p in self.phases]}")
 
     def as_dict(self) -> dict:
         step = {"name": "step", "work_flops": self.work_flops, "work_gpu_s": self.work_gpu_s,

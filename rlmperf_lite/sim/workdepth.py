@@ -36,6 +36,7 @@ import numpy as np
 
 from ..checks import check_int, check_number
 from ..cost import PhaseWorkDepth
+from ..cost.phase import PhaseSequence
 from ..cost.workdepth_s import per_version_depth
 from .async_engine import admission_cap
 from .from_cost import system_from_cost
@@ -170,7 +171,7 @@ def _train(system: RLSystem, workload: Workload, versions, chain_len: float) -> 
 
 
 @dataclass(frozen=True)
-class SystemWorkDepth:
+class SystemWorkDepth(PhaseSequence):
     """W, D and Brent's bounds of a system's steady step: ``phases`` (synchronous: generation,
     training, weight_sync, one after another; asynchronous: one weight version), summed, for
     ``system`` on ``workload`` over the steady window of ``steps`` simulated steps."""
@@ -185,10 +186,10 @@ class SystemWorkDepth:
     workload: Workload
     steps: int
 
-    work_gpu_s = property(lambda self: float(sum(p.work_gpu_s for p in self.phases)))
-    depth_s = property(lambda self: float(sum(p.depth_s for p in self.phases)))
-    lower_s = property(lambda self: float(sum(p.brent_lower_s for p in self.phases)))
-    upper_s = property(lambda self: float(sum(p.brent_upper_s for p in self.phases)))
+    work_gpu_s = property(lambda self: self.total("work_gpu_s"))
+    depth_s = property(lambda self: self.total("depth_s"))
+    lower_s = property(lambda self: self.total("brent_lower_s"))
+    upper_s = property(lambda self: self.total("brent_upper_s"))
     processors = property(lambda self: self.phases[0].processors)
     name = property(lambda self: self.system.name)
     mode = property(lambda self: self.system.mode)

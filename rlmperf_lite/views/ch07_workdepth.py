@@ -68,7 +68,8 @@ def dp_workdepth_calculator(settings=tuple(DP_WD_OPTIONS), *, static_settings=No
     (:func:`~rlmperf_lite.cost.dp_update_workdepth`): each GPU's tokens in one
     micro-batch of sequences of ``seq_len``, a control for each of ``settings`` (keys of
     :data:`DP_WD_OPTIONS`), ``fixed`` passed on (efficiency, latency_s, ...). The
-    note gives the hiding threshold (:func:`~rlmperf_lite.cost.overlap_threshold_tokens`) and the memory per GPU;
+    note gives the hiding threshold (:func:`~rlmperf_lite.cost.overlap_threshold_tokens`) and the
+    memory per GPU;
     the time set against the bounds is train_step_time's plus the optimizer step (with
     ``latency_s`` > 0 the bounds hold the ring latency that train_step_time leaves out).
     ``static_settings``: the settings the no-kernel twin varies, over
