@@ -13,14 +13,17 @@ What lives where::
                    Brent's bounds), workdepth.py (the same in PRAM rounds), variants.py (the
                    GRPO family's costs), collective.py (the ring all-reduce's bytes and time),
                    parallel_*.py and *_workdepth.py (Part III's layouts), taxonomy.py
-    parallel/      simulated ranks: collectives.py (ring all-reduce, ...), data.py (DP, ZeRO),
+    parallel/      simulated ranks: collectives.py (ring all-reduce, ...), batch.py (the GRPO
+                   batch and the one-rank step every layout must equal), data.py (DP), zero.py,
                    tensor.py, context.py, pipeline.py, expert.py, and the GRPO loops on them
     sim/           the discrete-event simulator of RL systems: system.py, sync.py and
                    async_engine.py (the event loops), layouts.py (the system builders),
                    workdepth.py, frameworks.py (framework presets, data in
                    sim/data/frameworks/*.json)
     distributed/   the toy RL system as Ray actors (Controller)
-    views/, exercises/   the book's charts, widgets and exercise answers
+    book/          the book's apparatus, and the only place chapter numbers appear: charts,
+                   widgets, each chapter's work-depth calculator (chNN_workdepth.py) and the
+                   exercise answers (book/exercises/); nothing outside book/ imports it
     checks.py      argument checks that raise ValueError naming the argument
     cli.py         the ``rlmperf`` command
 """

@@ -21,8 +21,8 @@ API = REPO / "book" / "api"
 # one page per entry: book/api/<page>.md documents rlmperf_lite.<module>
 PAGES = {"nn": "nn", "tasks": "tasks", "rl": "rl", "workdepth": "cost.workdepth",
          "variant_costs": "cost.variants", "cost": "cost", "parallel": "parallel", "sim": "sim",
-         "distributed": "distributed", "views": "views", "checks": "checks",
-         "exercises": "exercises"}
+         "distributed": "distributed", "views": "book", "checks": "checks",
+         "exercises": "book.exercises"}
 
 DIRECTIVE = re.compile(r"^\s*\.\. (auto(?:module|class|function|data|exception|method|"
                        r"attribute|property|decorator))::\s*(\S+)\s*$")
@@ -105,7 +105,7 @@ def test_every_public_name_is_documented(page_name, name):
     for public in module.__all__:
         obj = getattr(module, public)
         # documented under the module's path, or as the same object under another path (the
-        # submodule that defines it, e.g. rlmperf_lite.views.dp_views.dp_widget, or the package
+        # submodule that defines it, e.g. rlmperf_lite.book.dp_views.dp_widget, or the package
         # that exports it, e.g. rlmperf_lite.cost.grpo_step_workdepth for cost.workdepth's)
         if not any(path == prefix + public or (path.endswith("." + public) and o is obj)
                    for path, o in documented):

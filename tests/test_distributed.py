@@ -20,8 +20,8 @@ from rlmperf_lite.distributed import (Checkpoint, Controller, Learner, init_ray,
 from rlmperf_lite.distributed.runtime import check_address  # noqa: E402
 from rlmperf_lite.nn import copy_params, generate  # noqa: E402
 from rlmperf_lite.parallel import ProcessGroup  # noqa: E402
-from rlmperf_lite.parallel.data import (FlatLayout, dp_grads, make_grpo_batch,  # noqa: E402
-                                        reference_grpo_step)
+from rlmperf_lite.parallel import (FlatLayout, dp_grads, make_grpo_batch,  # noqa: E402
+                                   reference_grpo_step)
 from rlmperf_lite.rl import AsyncGRPOConfig, GRPOConfig, train_async_grpo, train_grpo  # noqa: E402
 from rlmperf_lite.rl.common import blas_limits, lr_factor  # noqa: E402
 from rlmperf_lite.rl.losses import loss_norms  # noqa: E402

@@ -20,11 +20,11 @@ from rlmperf_lite.distributed import (REFERENCE_COSTS, Checkpoint, RayRunResult,
 from rlmperf_lite.nn import TinyLMConfig, init_params  # noqa: E402
 from rlmperf_lite.rl import GRPOConfig  # noqa: E402
 from rlmperf_lite.sim import Interval  # noqa: E402
-from rlmperf_lite.views.ray_calculators import (RAY_GRID, WIDGET_MAX_STEPS,  # noqa: E402
-                                                ray_grid, ray_widget)
-from rlmperf_lite.views.ray_views import (measured_timeline_chart,  # noqa: E402
-                                          measured_vs_predicted_chart)
-from rlmperf_lite.views.sim_views import PHASE_SCALE, timeline_rows  # noqa: E402
+from rlmperf_lite.book.ray_calculators import (RAY_GRID, WIDGET_MAX_STEPS,  # noqa: E402
+                                               ray_grid, ray_widget)
+from rlmperf_lite.book.ray_views import (measured_timeline_chart,  # noqa: E402
+                                         measured_vs_predicted_chart)
+from rlmperf_lite.book.sim_views import PHASE_SCALE, timeline_rows  # noqa: E402
 
 MODEL = TinyLMConfig(vocab_size=14, max_seq_len=8, hidden_size=8, num_layers=1, num_heads=2,
                      intermediate_size=16)

@@ -1,4 +1,4 @@
-"""The labs' exercises: the answer checker (rlmperf_lite.exercises), the consistency of exercise
+"""The labs' exercises: the answer checker (rlmperf_lite.book.exercises), the consistency of exercise
 ids and labels between chapters, labs and registry, and the two editions of the site (solutions
 folded in the full edition, absent from the student edition, book/_ext/student_edition.py)."""
 import importlib.util
@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlmperf_lite import exercises
+from rlmperf_lite.book import exercises
 from rlmperf_lite.cost import estimate_rl_step
-from rlmperf_lite.exercises import answers, check_answer, expected_answer
-from rlmperf_lite.exercises._answer import QWEN_STEP
+from rlmperf_lite.book.exercises import answers, check_answer, expected_answer
+from rlmperf_lite.book.exercises._answer import QWEN_STEP
 from rlmperf_lite.cost.variants import informative_fraction
 from rlmperf_lite.cost import ppo_step_workdepth
 

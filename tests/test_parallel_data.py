@@ -9,8 +9,8 @@ import pytest
 from rlmperf_lite.cost.parallel_memory import model_state_breakdown
 from rlmperf_lite.nn import AdamW, init_params
 from rlmperf_lite.parallel import ProcessGroup
-from rlmperf_lite.parallel.data import (FlatLayout, dp_grads, local_grads, make_grpo_batch,
-                                        reference_grpo_step, split_groups)
+from rlmperf_lite.parallel import (FlatLayout, dp_grads, local_grads, make_grpo_batch,
+                                   reference_grpo_step, split_groups)
 from rlmperf_lite.parallel.zero import resident_bytes, zero_init, zero_params, zero_step
 from rlmperf_lite.rl.common import blas_limits
 from rlmperf_lite.rl import GRPOConfig, grpo_advantages, loss_norms, train_grpo

@@ -7,7 +7,7 @@ import pytest
 
 from rlmperf_lite.nn import AdamW, TinyLMConfig, init_params, token_logps
 from rlmperf_lite.parallel import DeviceMesh
-from rlmperf_lite.parallel.data import GRPOBatch, reference_grpo_step
+from rlmperf_lite.parallel.batch import GRPOBatch, reference_grpo_step
 from rlmperf_lite.parallel.grpo_step import full_params, init_parallel_state, parallel_grpo_step
 from rlmperf_lite.rl import GRPOConfig
 from rlmperf_lite.rl.advantages import grpo_advantages

@@ -22,10 +22,10 @@ from rlmperf_lite.distributed import (REFERENCE_COSTS, RunComparison,  # noqa: E
 from rlmperf_lite.rl import AsyncGRPOConfig, GRPOConfig, train_grpo  # noqa: E402
 from rlmperf_lite.sim import Interval, simulate  # noqa: E402
 from rlmperf_lite.tasks import AdditionTask  # noqa: E402
-from rlmperf_lite.views.ray_calculators import (STEP_TIME, THROUGHPUT, ray_grid,  # noqa: E402
-                                                ray_grid_chart, ray_widget)
-from rlmperf_lite.views.ray_views import (error_rows, error_table_html,  # noqa: E402
-                                          measured_rows, measured_vs_predicted_chart)
+from rlmperf_lite.book.ray_calculators import (STEP_TIME, THROUGHPUT, ray_grid,  # noqa: E402
+                                               ray_grid_chart, ray_widget)
+from rlmperf_lite.book.ray_views import (error_rows, error_table_html,  # noqa: E402
+                                         measured_rows, measured_vs_predicted_chart)
 
 CONFIG = GRPOConfig(steps=4, num_prompts=8, group_size=4, lr_warmup_steps=1, kl_coef=0.01)
 MS = 1e-3

@@ -7,18 +7,18 @@ import math
 
 import pytest
 
-from rlmperf_lite.exercises.labs12 import ANSWERS
+from rlmperf_lite.book.exercises.labs12 import ANSWERS
 from rlmperf_lite.sim import Workload, simulate
 from rlmperf_lite.sim.breakdown import step_breakdown
 from rlmperf_lite.sim.frameworks import (DEFAULT_WORKLOAD, FACT_FIELDS, FRAMEWORKS,
                                          NEMO_RL_PERF_V04, OVERRIDES, PRESETS, FrameworkFacts,
                                          framework_names, framework_system, preset_gpu_split,
                                          published_speedups)
-from rlmperf_lite.views.framework_views import (BREAKDOWN_PARTS, STEP_TIME, THROUGHPUT,
-                                                breakdown_chart, claims_table_html,
-                                                facts_table_html, framework_grid,
-                                                framework_grid_chart, framework_widget,
-                                                presets_table_html)
+from rlmperf_lite.book.framework_views import (BREAKDOWN_PARTS, STEP_TIME, THROUGHPUT,
+                                               breakdown_chart, claims_table_html,
+                                               facts_table_html, framework_grid,
+                                               framework_grid_chart, framework_widget,
+                                               presets_table_html)
 
 SMALL = Workload(prompts=8, group_size=4, prompt_len=128, mean_response_len=512.0,
                  max_response_len=2048)

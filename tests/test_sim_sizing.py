@@ -270,8 +270,8 @@ def test_weight_sync_is_the_reshard_model():
 # ---- views ------------------------------------------------------------------------------------
 
 def test_charts_carry_the_library_values():
-    from rlmperf_lite.views.guideline_views import (idle_chart, placement_table_html,
-                                                    split_search_chart, staleness_chart)
+    from rlmperf_lite.book.guideline_views import (idle_chart, placement_table_html,
+                                                   split_search_chart, staleness_chart)
     s = best_split(Q7, H20, SMALL, 16, count=3, steps=6, **EFF)
     spec = split_search_chart(s).to_dict()
     values = [r["seconds"] for r in spec["layer"][0]["data"]["values"]
@@ -291,14 +291,14 @@ def test_charts_carry_the_library_values():
 
 def test_widget_shows_the_value_error_message():
     pytest.importorskip("ipywidgets")
-    from rlmperf_lite.views.guideline_views import sizing_widget
+    from rlmperf_lite.book.guideline_views import sizing_widget
     box = sizing_widget(actor="qwen2.5-72b", gpus=8)        # 72B: 13 training GPUs needed
     message = box.children[0].children[1]
     assert "leaves no split" in message.value and "firebrick" in message.value
 
 
 def test_grid_equals_the_library_at_sample_points():
-    from rlmperf_lite.views.guideline_views import GRID_STEPS, guideline_grid
+    from rlmperf_lite.book.guideline_views import GRID_STEPS, guideline_grid
     grid = {"actor": (Q7,), "gpus": (16,), "length_sigma": (0.0, 1.0), "staleness": (0.5,)}
     rows = guideline_grid(grid)
     assert {r["placement"] for r in rows} == {"colocated", "2:14", "4:12", "6:10"}

@@ -3,8 +3,8 @@ import pytest
 
 from rlmperf_lite.nn import TinyLMConfig
 from rlmperf_lite.rl import GRPOConfig, train_grpo
-from rlmperf_lite.views import (learning_curve_chart, phase_time_chart, workdepth_chart,
-                                workdepth_widget)
+from rlmperf_lite.book import (learning_curve_chart, phase_time_chart, workdepth_chart,
+                               workdepth_widget)
 from rlmperf_lite.cost import grpo_step_workdepth
 
 TOY = TinyLMConfig().workdepth_kwargs()
@@ -35,7 +35,7 @@ def test_widget_shows_the_calculators_error_instead_of_a_traceback():
 
 
 def test_variant_cost_widget_tables_every_variant_and_shows_errors():
-    from rlmperf_lite.views import variant_cost_widget
+    from rlmperf_lite.book import variant_cost_widget
     box = variant_cost_widget(**TOY)
     sliders, message = box.children[0].children, box.children[1]
     for variant in ("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "ppo"):
@@ -51,7 +51,7 @@ def test_variant_cost_widget_tables_every_variant_and_shows_errors():
 
 def test_sweep_charts_carry_the_runs_values():
     from rlmperf_lite.rl import SweepRun
-    from rlmperf_lite.views import sweep_curves_chart, sweep_spread_chart
+    from rlmperf_lite.book import sweep_curves_chart, sweep_spread_chart
     h = ({"step": 0, "resample_rounds": 0, "step_s": 1.0, "eval_accuracy": 0.95},)
     runs = [SweepRun("grpo", 0, 8, 0.9, h), SweepRun("grpo", 1, 8, 0.9, h[:0])]
     curve = sweep_curves_chart(runs).to_dict()["data"]["values"]
@@ -67,8 +67,8 @@ def test_sweep_charts_carry_the_runs_values():
 
 def test_cost_views_carry_the_estimates_values_and_the_widget_shows_errors():
     from rlmperf_lite.cost import estimate_rl_step
-    from rlmperf_lite.views import (estimate_table_html, estimate_widget, memory_chart,
-                                    phase_share_chart, roofline_chart)
+    from rlmperf_lite.book import (estimate_table_html, estimate_widget, memory_chart,
+                                   phase_share_chart, roofline_chart)
     est = estimate_rl_step("grpo", actor="qwen2.5-7b", hardware="h100", prompts=4, group_size=4,
                            prompt_len=64, response_len=128, gpus=8)
     shares = {(r["phase"], r["measure"]): r["share"]
@@ -89,7 +89,7 @@ def test_cost_views_carry_the_estimates_values_and_the_widget_shows_errors():
 
 def test_brent_chart_and_rl_workdepth_widget():
     from rlmperf_lite.cost import rl_step_workdepth
-    from rlmperf_lite.views import brent_chart, rl_workdepth_widget
+    from rlmperf_lite.book import brent_chart, rl_workdepth_widget
     step = dict(actor="qwen2.5-7b", hardware="h100", prompts=4, group_size=4, prompt_len=64,
                 response_len=128, gpus=8)
     by_p = {p: rl_step_workdepth("grpo", processors=p, **step) for p in (1, 10**6)}
@@ -105,7 +105,7 @@ def test_brent_chart_and_rl_workdepth_widget():
 
 def test_step_time_chart_stacks_phase_times():
     from rlmperf_lite.cost import estimate_rl_step
-    from rlmperf_lite.views import step_time_chart
+    from rlmperf_lite.book import step_time_chart
     est = estimate_rl_step("ppo", actor="qwen2.5-7b", hardware="h100", prompts=4, group_size=4,
                            prompt_len=64, response_len=128, gpus=8)
     rows = step_time_chart({"ppo": est}).to_dict()["data"]["values"]
@@ -116,7 +116,7 @@ def test_static_calculator_grid_chart_and_page_output():
     """The no-kernel calculator's data are the library's estimates; its controls are bound
     parameters; its page output holds the initial SVG and a script with no '</' inside."""
     from rlmperf_lite.cost import estimate_rl_step
-    from rlmperf_lite.views import estimate_calculator_chart, estimate_grid, static_chart_html
+    from rlmperf_lite.book import estimate_calculator_chart, estimate_grid, static_chart_html
     grid = {"actor": ("qwen2.5-7b",), "hardware": ("h100-sxm", "h20"), "algo": ("grpo",),
             "gpus": (8, 64), "response_len": (1024,), "group_size": (16,)}
     rows = estimate_grid(grid)
@@ -136,8 +136,8 @@ def test_static_calculator_grid_chart_and_page_output():
 
 def test_grid_calculators_hold_the_library_values():
     from rlmperf_lite.cost.variants import compare_variants
-    from rlmperf_lite.views import grid_chart, grpo_workdepth_grid, variant_cost_grid
-    from rlmperf_lite.views.grid_charts import LLAMA2_7B
+    from rlmperf_lite.book import grid_chart, grpo_workdepth_grid, variant_cost_grid
+    from rlmperf_lite.book.grid_charts import LLAMA2_7B
     rows = grpo_workdepth_grid({"num_prompts": (32,), "group_size": (16,),
                                 "response_len": (4096,), "log10_p": (6,)})
     wd = grpo_step_workdepth(**LLAMA2_7B, num_prompts=32, group_size=16, prompt_len=512,

@@ -12,13 +12,13 @@ from rlmperf_lite.cost.profiles import (cpu_as_fp32_device, generation_share, me
 from rlmperf_lite.cost.variants import variant_step_workdepth_s
 from rlmperf_lite.rl import GRPOConfig, PPOConfig, train_grpo
 from rlmperf_lite.cost.variants import VARIANT_KL, dynamic_sampling_rounds
-from rlmperf_lite.views.ch03_workdepth import (variant_workdepth_calculator,
-                                               variant_workdepth_static, variant_workdepth_widget)
-from rlmperf_lite.views.ch04_workdepth import (phase_workdepth_calculator, phase_workdepth_static,
-                                               phase_workdepth_widget)
-from rlmperf_lite.views.ch06_workdepth import (profile_workdepth_calculator,
-                                               profile_workdepth_static, profile_workdepth_widget)
-from rlmperf_lite.views.step_calculators import STATIC_OPTIONS
+from rlmperf_lite.book.ch03_workdepth import (variant_workdepth_calculator,
+                                              variant_workdepth_static, variant_workdepth_widget)
+from rlmperf_lite.book.ch04_workdepth import (phase_workdepth_calculator, phase_workdepth_static,
+                                              phase_workdepth_widget)
+from rlmperf_lite.book.ch06_workdepth import (profile_workdepth_calculator,
+                                              profile_workdepth_static, profile_workdepth_widget)
+from rlmperf_lite.book.step_calculators import STATIC_OPTIONS
 
 # Lab 3's and Lab 4's step: Qwen2.5-7B, 32 prompts x 16, 512 + 4,096 tokens, KL 0.001, 64 H100s
 STEP = dict(actor="qwen2.5-7b", hardware="h100", prompts=32, group_size=16, prompt_len=512,

@@ -8,9 +8,9 @@ from rlmperf_lite.cost import (ModelConfig, ParallelPlan, TrainWorkload, hardwar
                                memory_per_gpu, model_state_breakdown,
                                model_state_bytes_per_gpu, train_step_time)
 from rlmperf_lite.parallel import ProcessGroup
-from rlmperf_lite.views.dp_views import (DP_WORKLOAD, dp_grid, dp_grid_chart, dp_plan_results,
-                                         dp_scaling_chart, dp_widget, ring_table_html,
-                                         state_bytes_chart, zero_comm_chart)
+from rlmperf_lite.book.dp_views import (DP_WORKLOAD, dp_grid, dp_grid_chart, dp_plan_results,
+                                        dp_scaling_chart, dp_widget, ring_table_html,
+                                        state_bytes_chart, zero_comm_chart)
 
 WL = TrainWorkload(global_batch=DP_WORKLOAD["global_batch"], seq_len=DP_WORKLOAD["seq_len"],
                    micro_batch_size=DP_WORKLOAD["micro_batch_size"])

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from rlmperf_lite.cost.dp_workdepth import dp_update_workdepth, overlap_threshold_tokens
-from rlmperf_lite.views.ch07_workdepth import (DP_WD_SEQ_LEN, dp_workdepth_calculator,
-                                               dp_workdepth_static, dp_workdepth_widget)
+from rlmperf_lite.book.ch07_workdepth import (DP_WD_SEQ_LEN, dp_workdepth_calculator,
+                                              dp_workdepth_static, dp_workdepth_widget)
 
 
 def test_calculator_is_the_library():

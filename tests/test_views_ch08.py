@@ -10,10 +10,10 @@ from rlmperf_lite.cost import (ModelConfig, ParallelPlan, TrainWorkload, activat
                                hardware_preset, memory_per_gpu, train_step_time)
 from rlmperf_lite.nn import TinyLMConfig, init_params
 from rlmperf_lite.parallel import ring_attention_work, shard_params_tp
-from rlmperf_lite.views.tp_views import (TIME_PARTS, TP_WORKLOAD, activation_chart,
-                                         bytes_by_axis_chart, ring_work_chart, shard_shapes_html,
-                                         tp_grid, tp_grid_chart, tp_plan_results,
-                                         tp_scaling_chart, tp_widget)
+from rlmperf_lite.book.tp_views import (TIME_PARTS, TP_WORKLOAD, activation_chart,
+                                        bytes_by_axis_chart, ring_work_chart, shard_shapes_html,
+                                        tp_grid, tp_grid_chart, tp_plan_results,
+                                        tp_scaling_chart, tp_widget)
 
 H100 = hardware_preset("h100")
 

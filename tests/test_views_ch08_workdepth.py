@@ -6,9 +6,9 @@ import pytest
 
 from rlmperf_lite.cost import ParallelPlan, TrainWorkload
 from rlmperf_lite.cost.tp_workdepth import decode_tp_floor, tp_decode_workdepth, tp_train_workdepth
-from rlmperf_lite.views.ch08_workdepth import (TP_WD_OPTIONS, tp_workdepth_calculator,
-                                               tp_workdepth_static, tp_workdepth_widget)
-from rlmperf_lite.views.tp_views import tp_plan_results
+from rlmperf_lite.book.ch08_workdepth import (TP_WD_OPTIONS, tp_workdepth_calculator,
+                                              tp_workdepth_static, tp_workdepth_widget)
+from rlmperf_lite.book.tp_views import tp_plan_results
 
 START = {"model": "llama-3.1-70b", "tp": 8, "sp": "on", "cp": 1, "seq_len": 4096,
          "mode": "training"}

@@ -10,12 +10,12 @@ from rlmperf_lite.cost import (TrainWorkload, hardware_preset, model_preset,
 from rlmperf_lite.parallel import expert_load, schedule_timeline
 from rlmperf_lite.parallel.schedules import (gpipe_schedule, interleaved_schedule,
                                              one_f_one_b_schedule)
-from rlmperf_lite.views.pp_views import (BUBBLE, IN_FLIGHT, bytes_per_rank_chart,
-                                         expert_load_chart, gantt_grid_chart, make_schedule,
-                                         pipeline_bubble_chart, pipeline_bubble_grid,
-                                         pipeline_gantt_chart, pipeline_gantt_grid,
-                                         pipeline_widget, plan_table_html, planner_widget,
-                                         rejection_summary, rejection_table_html)
+from rlmperf_lite.book.pp_views import (BUBBLE, IN_FLIGHT, bytes_per_rank_chart,
+                                        expert_load_chart, gantt_grid_chart, make_schedule,
+                                        pipeline_bubble_chart, pipeline_bubble_grid,
+                                        pipeline_gantt_chart, pipeline_gantt_grid,
+                                        pipeline_widget, plan_table_html, planner_widget,
+                                        rejection_summary, rejection_table_html)
 
 H100 = hardware_preset("h100")
 WORK = TrainWorkload(global_batch=512, seq_len=4608)

@@ -7,9 +7,9 @@ import pytest
 from rlmperf_lite.cost.pp_workdepth import pipeline_workdepth_s
 from rlmperf_lite.parallel import make_schedule, schedule_timeline
 from rlmperf_lite.rl import GRPOResult
-from rlmperf_lite.views.ch09_workdepth import (PP_STATIC_OPTIONS, ep_workdepth_calculator,
-                                               pipeline_curve_chart, pp_workdepth_calculator,
-                                               pp_workdepth_static, pp_workdepth_widget)
+from rlmperf_lite.book.ch09_workdepth import (PP_STATIC_OPTIONS, ep_workdepth_calculator,
+                                              pipeline_curve_chart, pp_workdepth_calculator,
+                                              pp_workdepth_static, pp_workdepth_widget)
 
 
 def test_pp_calculator_is_the_library_and_the_simulator():

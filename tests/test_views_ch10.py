@@ -7,12 +7,12 @@ import pytest
 
 from rlmperf_lite.sim import Workload, simulate
 from rlmperf_lite.sim.from_cost import system_from_cost
-from rlmperf_lite.views.sim_views import (PHASES, STEP_TIME, THROUGHPUT, compare_rows,
-                                          compare_table_html, placement_grid,
-                                          placement_grid_chart, placement_system,
-                                          placement_widget, running_rows, split_chart,
-                                          timeline_chart, timeline_rows, utilisation_chart,
-                                          utilisation_rows)
+from rlmperf_lite.book.sim_views import (PHASES, STEP_TIME, THROUGHPUT, compare_rows,
+                                         compare_table_html, placement_grid,
+                                         placement_grid_chart, placement_system,
+                                         placement_widget, running_rows, split_chart,
+                                         timeline_chart, timeline_rows, utilisation_chart,
+                                         utilisation_rows)
 
 WL = Workload(prompts=8, group_size=4, prompt_len=256, mean_response_len=512.0,
               max_response_len=2048)

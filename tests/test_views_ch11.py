@@ -9,14 +9,14 @@ from rlmperf_lite.rl import AsyncGRPOConfig, train_async_grpo
 from rlmperf_lite.sim import Workload, simulate
 from rlmperf_lite.sim.from_cost import system_from_cost
 from rlmperf_lite.sim.reproduce import VERL_STALENESS_ABLATION
-from rlmperf_lite.views.async_views import (MEAN_STALENESS, STEP_TIME, THROUGHPUT,
-                                            ablation_chart, ablation_rows, async_grid,
-                                            async_grid_chart, async_system, async_widget,
-                                            final_accuracy_chart, final_rows,
-                                            learning_curve_chart, learning_rows,
-                                            staleness_chart, staleness_rows,
-                                            staleness_sweep_chart, sweep_rows, trade_chart,
-                                            trade_rows)
+from rlmperf_lite.book.async_views import (MEAN_STALENESS, STEP_TIME, THROUGHPUT,
+                                           ablation_chart, ablation_rows, async_grid,
+                                           async_grid_chart, async_system, async_widget,
+                                           final_accuracy_chart, final_rows,
+                                           learning_curve_chart, learning_rows,
+                                           staleness_chart, staleness_rows,
+                                           staleness_sweep_chart, sweep_rows, trade_chart,
+                                           trade_rows)
 
 WL = Workload(prompts=8, group_size=4, prompt_len=256, mean_response_len=512.0,
               max_response_len=2048)

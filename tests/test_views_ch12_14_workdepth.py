@@ -12,9 +12,9 @@ from rlmperf_lite.sim.frameworks import DEFAULT_WORKLOAD, framework_names, frame
 from rlmperf_lite.sim.sizing import (EXAMPLE, example_workload, generation_bounds,
                                      simulate_placement)
 from rlmperf_lite.sim.workdepth import chain_window, generation_workdepth, system_workdepth
-from rlmperf_lite.views.ch12_workdepth import framework_workdepth_calculator
-from rlmperf_lite.views.ch13_workdepth import guideline_workdepth_calculator
-from rlmperf_lite.views.ch14_workdepth import controller_workdepth_calculator
+from rlmperf_lite.book.ch12_workdepth import framework_workdepth_calculator
+from rlmperf_lite.book.ch13_workdepth import guideline_workdepth_calculator
+from rlmperf_lite.book.ch14_workdepth import controller_workdepth_calculator
 from rlmperf_lite.cost import per_version_depth
 
 EFF = {k: EXAMPLE[k] for k in ("train_efficiency", "decode_efficiency")}

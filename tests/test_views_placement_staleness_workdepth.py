@@ -6,12 +6,12 @@ import pytest
 
 from rlmperf_lite.sim import Workload
 from rlmperf_lite.sim.workdepth import layout_workdepth
-from rlmperf_lite.views.ch10_workdepth import (placement_workdepth_calculator,
-                                               placement_workdepth_static,
-                                               placement_workdepth_widget)
-from rlmperf_lite.views.ch11_workdepth import (staleness_workdepth_calculator,
-                                               staleness_workdepth_static,
-                                               staleness_workdepth_widget)
+from rlmperf_lite.book.ch10_workdepth import (placement_workdepth_calculator,
+                                              placement_workdepth_static,
+                                              placement_workdepth_widget)
+from rlmperf_lite.book.ch11_workdepth import (staleness_workdepth_calculator,
+                                              staleness_workdepth_static,
+                                              staleness_workdepth_widget)
 
 WL = Workload(prompts=32, group_size=16, prompt_len=512, mean_response_len=2048.0,
               max_response_len=8192, length_sigma=1.0, seed=0)

@@ -8,13 +8,13 @@ import io
 import pytest
 
 from rlmperf_lite.cost import ALGOS, estimate_rl_step
-from rlmperf_lite.views.grid_charts import LLAMA2_7B
-from rlmperf_lite.views.profile_views import (GENERATION, PROFILE_GRID, phase_share_grid,
-                                              phase_share_grid_chart, ppo_grpo_grid_chart,
-                                              ppo_grpo_table_html, ppo_grpo_widget,
-                                              ppo_grpo_workdepth, ppo_grpo_workdepth_grid,
-                                              profile_chart, profile_estimates,
-                                              profile_table_html, profile_widget)
+from rlmperf_lite.book.grid_charts import LLAMA2_7B
+from rlmperf_lite.book.profile_views import (GENERATION, PROFILE_GRID, phase_share_grid,
+                                             phase_share_grid_chart, ppo_grpo_grid_chart,
+                                             ppo_grpo_table_html, ppo_grpo_widget,
+                                             ppo_grpo_workdepth, ppo_grpo_workdepth_grid,
+                                             profile_chart, profile_estimates,
+                                             profile_table_html, profile_widget)
 from rlmperf_lite.cost import grpo_step_workdepth, ppo_step_workdepth
 
 # the Chapter 2 lab's 7B comparison: GRPO 32 x 16, PPO 512 x 1, P = 512, R = 4096

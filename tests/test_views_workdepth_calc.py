@@ -4,8 +4,8 @@ import json
 import pytest
 
 from rlmperf_lite.cost import PhaseWorkDepth, rl_step_workdepth_s
-from rlmperf_lite.views import (WorkDepthCalculator, step_workdepth_calculator,
-                                workdepth_table_html)
+from rlmperf_lite.book import (WorkDepthCalculator, step_workdepth_calculator,
+                               workdepth_table_html)
 
 
 def _toy(**v):

@@ -10,7 +10,7 @@ typeset with no network (about 3 MB).
 Vega, Vega-Lite and Vega-Embed come from vl-convert (already a dependency: it renders the labs'
 static SVG charts), whose ``javascript_bundle()`` returns the three libraries as one script
 (about 0.9 MB). It is written to ``_static/vega/vega-bundle.js`` and loaded by every page, for
-the calculators that run with no kernel (``rlmperf_lite.views.static_chart``).
+the calculators that run with no kernel (``rlmperf_lite.book.static_chart``).
 """
 from __future__ import annotations
 

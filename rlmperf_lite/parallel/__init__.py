@@ -3,8 +3,8 @@
 count the bytes they move, data parallelism and ZeRO, tensor, sequence, context,
 pipeline and expert parallelism, each equal to the unsharded computation."""
 from .collectives import CommLog, DeviceMesh, ProcessGroup
-from .data import (FlatLayout, GRPOBatch, dp_grads, local_grads, loss_forward, make_grpo_batch,
-                   reference_grpo_step, split_groups)
+from .batch import GRPOBatch, local_grads, loss_forward, make_grpo_batch, reference_grpo_step
+from .data import FlatLayout, dp_grads, split_groups
 from .context import (chunk_positions, cp_attention_backward, cp_attention_forward,
                       merge_sequence, ring_attention_backward, ring_attention_forward,
                       ring_attention_work, split_sequence)

@@ -6,7 +6,7 @@ per-token log-probs of the batch, the clipped-surrogate gradient from
 :func:`~rlmperf_lite.rl.grpo.grpo_loss_grad` with the whole batch's normalisers
 (:func:`~rlmperf_lite.rl.grpo.loss_norms`) on the completion columns (from P - 1: the
 log-prob of token t + 1 sits at column t), backward, global gradient-norm clipping, AdamW at
-``lr x lr_factor(step)``. :func:`rlmperf_lite.parallel.data.reference_grpo_step` does exactly
+``lr x lr_factor(step)``. :func:`rlmperf_lite.parallel.reference_grpo_step` does exactly
 that on one rank.
 
 :func:`parallel_grpo_step` does the same on ``DeviceMesh(dp=..., tp=...)``: the batch is split
@@ -39,7 +39,7 @@ _BATCH_KEYS = ("tokens", "completion_mask", "old_per_token_logps", "advantages",
 
 def _check_batch(batch, config):
     """(tokens, mask, old_logps, advantages, P, ref_logps or None) of a GRPO batch: a dict, or
-    an object with these attributes (e.g. :class:`rlmperf_lite.parallel.data.GRPOBatch`).
+    an object with these attributes (e.g. :class:`rlmperf_lite.parallel.GRPOBatch`).
 
     Raises:
         ValueError: naming ``batch``, for a missing key, a prompt length outside [1, T), a

@@ -39,7 +39,8 @@ from ..rl.common import lr_factor
 from ..rl.grpo import GRPOConfig
 from ..rl.losses import loss_norms
 from .collectives import ProcessGroup
-from .data import FlatLayout, GRPOBatch, check_group, loss_forward, split_groups
+from .batch import GRPOBatch, loss_forward
+from .data import FlatLayout, check_group, split_groups
 
 __all__ = ["ZeroState", "zero_init", "zero_step", "zero_params", "resident_bytes"]
 

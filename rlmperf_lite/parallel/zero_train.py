@@ -14,7 +14,7 @@ from ..rl.common import blas_limits, end_step, step_range
 from ..rl.grpo import GRPOConfig, init_run, sample_and_score, step_advantages
 from ..tasks import AdditionTask
 from .collectives import ProcessGroup
-from .data import GRPOBatch
+from .batch import GRPOBatch
 from .train import check_split_config, split_row
 from .zero import zero_init, zero_params, zero_step
 
