@@ -16,8 +16,10 @@ What lives where::
     parallel/      simulated ranks: collectives.py (ring all-reduce, ...), batch.py (the GRPO
                    batch and the one-rank step every layout must equal), data.py (DP), zero.py,
                    tensor.py, context.py, pipeline.py, expert.py, and the GRPO loops on them
-    sim/           the discrete-event simulator of RL systems: system.py, sync.py and
-                   async_engine.py (the event loops), layouts.py (the system builders),
+    sim/           the simulator of RL systems: system.py (Engine, PhaseCost, RLSystem: what
+                   is simulated), replica.py (continuous-batching decode, an event heap),
+                   sync.py (the synchronous step loop), async_engine.py (the discrete-event
+                   loop of asynchronous layouts: _Run.run), layouts.py (the system builders),
                    workdepth.py, frameworks.py (framework presets, data in
                    sim/data/frameworks/*.json)
     distributed/   the toy RL system as Ray actors (Controller)

@@ -1,6 +1,6 @@
-"""Memory per GPU under a parallel plan: ZeRO's Fig. 1, Korthikanti et al.'s activations with
-pipeline microbatches in flight, and the rollout engine's weights and KV cache (book Chapters
-7-9)."""
+"""Memory per GPU under a parallel plan: ZeRO's Fig. 1, activations (Korthikanti et al.'s
+bookkeeping with FlashAttention) with pipeline microbatches in flight, long-context totals
+against issue 16's expert count, and the rollout engine's weights and KV cache."""
 import numpy as np
 import pytest
 
@@ -8,10 +8,12 @@ from rlmperf_lite.cost import (ParallelPlan, TrainWorkload, activation_bytes_per
                                inference_memory_per_gpu, kv_cache_bytes_per_token,
                                memory_per_gpu, model_preset, model_state_breakdown,
                                model_state_bytes_per_gpu)
+from rlmperf_lite.cost.memory import lm_head_activation_bytes
 from rlmperf_lite.cost.parallel_memory import stage_params
 
 QWEN7 = model_preset("qwen2.5-7b")
 QWEN72 = model_preset("qwen2.5-72b")
+LONG = TrainWorkload(global_batch=8, seq_len=32768)
 
 
 @pytest.mark.parametrize("stage, gb", [(0, 120), (1, 31.4), (2, 16.6), (3, 1.9)])
@@ -40,7 +42,7 @@ def test_data_parallel_plan_by_hand():
         (2 * n, 2 * n, 12 * n))
     act = QWEN7.num_hidden_layers * activation_bytes_per_layer(QWEN7, 2048, 1,
                                                                recompute="selective")
-    assert mem.activation_bytes == pytest.approx(act + 4 * 2048 * QWEN7.vocab_size)
+    assert mem.activation_bytes == pytest.approx(act + lm_head_activation_bytes(QWEN7, 2048, 1))
     z3 = memory_per_gpu(QWEN7, ParallelPlan(dp=8, microbatches=8, zero_stage=3), work)
     assert z3.weights_bytes + z3.grads_bytes + z3.optimizer_bytes == pytest.approx(16 * n / 8)
 
@@ -62,9 +64,43 @@ def test_first_stage_holds_p_microbatches():
         assert mem.activation_bytes == pytest.approx(per_layer * L / pp * in_flight)
     gpipe = memory_per_gpu(QWEN72, ParallelPlan(dp=4, tp=8, pp=8, sp=True, microbatches=64,
                                                 recompute="selective"), work, schedule="gpipe")
-    logits = 4 * 4096 * QWEN72.vocab_size / 8          # fp32, on the last stage with the head
+    logits = lm_head_activation_bytes(QWEN72, 4096, 1, tp=8, sp=True)   # on the last stage
     assert gpipe.stage == "last"
     assert gpipe.activation_bytes == pytest.approx(per_layer * L / 8 * 64 + logits)
+
+
+def test_long_context_with_flash_attention():
+    """Issue 16's expert readers (FlashAttention-aware count, fp32 logits): Qwen2.5-7B on 8
+    GPUs, ZeRO-3, 32k tokens, full recompute: about 46 GB per GPU (the old model, with stored
+    scores, gave 180.8 GB of activations, more than selective's 131.7); Llama-3.1-70B, tp = 8
+    with SP, ZeRO-1 over dp = 8, full recompute: about 57 GB (the old model: 137.6 GB)."""
+    mem = {rc: memory_per_gpu(QWEN7, ParallelPlan(dp=8, zero_stage=3, recompute=rc), LONG)
+           for rc in ("none", "selective", "full")}
+    assert mem["full"].activation_bytes < mem["selective"].activation_bytes / 4
+    assert mem["full"].total_bytes / 1e9 == pytest.approx(46, rel=0.05)
+    llama = memory_per_gpu(model_preset("llama-3.1-70b"), ParallelPlan(
+        dp=8, tp=8, sp=True, zero_stage=1, recompute="full"), LONG)
+    assert llama.total_bytes / 1e9 == pytest.approx(57, rel=0.05)
+    # the eager variant keeps Korthikanti's 5 a s^2 b of scores: terabytes at 32k
+    eager = memory_per_gpu(QWEN7, ParallelPlan(dp=8, zero_stage=3), LONG, attention="eager")
+    assert eager.activation_bytes > 1e12
+    # chunked logits keep one 512-token chunk instead of 4 s V = 19.9 GB
+    chunked = memory_per_gpu(QWEN7, ParallelPlan(dp=8, zero_stage=3, recompute="full"), LONG,
+                             logits="chunked")
+    V = QWEN7.vocab_size
+    assert mem["full"].total_bytes - chunked.total_bytes == pytest.approx(
+        4 * (32768 - 512) * V + 4 * 32768)
+
+
+def test_full_recompute_checkpoint_is_sharded_by_sequence_parallelism():
+    """Full recomputation keeps each layer's input, 2 s b h (Korthikanti Table 2), its s / t
+    slice under SP, plus one layer's activations rebuilt in the backward and the LM head."""
+    L, s, h = QWEN72.num_hidden_layers, 32768, QWEN72.hidden_size
+    plan = ParallelPlan(dp=8, tp=8, sp=True, zero_stage=1, recompute="full")
+    mem = memory_per_gpu(QWEN72, plan, LONG)
+    layer = activation_bytes_per_layer(QWEN72, s, 1, tp=8, sp=True)
+    head = lm_head_activation_bytes(QWEN72, s, 1, tp=8, sp=True)
+    assert mem.activation_bytes == pytest.approx(L * 2 * s * h / 8 + layer + head)
 
 
 def test_stages_hold_all_parameters():
@@ -89,6 +125,12 @@ def test_invalid_plans_and_bad_inputs():
         memory_per_gpu(QWEN7, ParallelPlan(dp=8, microbatches=8), work, schedule="zb")
     with pytest.raises(ValueError, match="plan"):
         memory_per_gpu(QWEN7, {"dp": 8}, work)
+    plan = ParallelPlan(dp=8, microbatches=8)
+    for kw, match in (({"attention": "sdpa"}, "attention must be one of"),
+                      ({"logits": "bf16"}, "logits must be one of"),
+                      ({"logits_chunk": 0}, "logits_chunk")):
+        with pytest.raises(ValueError, match=match):
+            memory_per_gpu(QWEN7, plan, work, **kw)
 
 
 def test_inference_memory_with_kv_cache():

@@ -71,8 +71,9 @@ def test_sp_moves_tp_bytes_and_keeps_less(rows):
     tp, sp = rows["TP"], rows["SP"]
     assert math.isclose(sp.comm_bytes_per_gpu, tp.comm_bytes_per_gpu, rel_tol=1e-12)
     assert math.isclose(sp.comm_s, tp.comm_s, rel_tol=1e-12)
-    # ... and keeps 34/t s b h instead of (10 + 24/t) s b h a layer (Table 2, selective)
-    saved = L * T * H * (10 + 24 / n - 34 / n)
+    # ... and shards the layer's unsharded 8 s b h (Table 2's 10 less its two dropout masks:
+    # norm, QKV and MLP inputs) and the LM head's 4 s b h (Megatron-LM's estimator) by n
+    saved = (L * 8 + 4) * T * H * (1 - 1 / n)
     assert math.isclose(tp.memory_bytes_per_gpu - sp.memory_bytes_per_gpu, saved, rel_tol=1e-9)
 
 

@@ -1,4 +1,18 @@
-"""Views: altair charts and ipywidgets front ends. They take library results and hold no maths."""
+"""The book's apparatus, and the only place chapter and lab numbers appear; no core module imports
+it. Everything here takes library results and holds no maths. What lives where::
+
+    charts.py, widgets.py, grid_charts.py,     shared charts, widgets, no-kernel grids and the
+    static_calculators.py, workdepth_calc.py   WorkDepthCalculator component every lab uses
+    cost_views.py, profile_views.py, ...       one topic's charts and widgets (dp_views.py: data
+                                               parallelism, tp_views.py, pp_views.py, sim_views.py,
+                                               async_views.py, framework_views.py, ray_views.py, ...)
+    chNN_workdepth.py                          chapter NN's live work-depth calculator
+    exercises/                                 the labs' exercise answers, computed when asked
+                                               (check_answer("ch07.1", value); labs7_9.py, ...)
+
+Calculators of every chapter are imported from their module, e.g.
+``from rlmperf_lite.book.ch08_workdepth import tp_workdepth_widget``.
+"""
 from .charts import (learning_curve_chart, lines_chart, metrics_chart, phase_time_chart,
                      sweep_curves_chart, sweep_spread_chart, workdepth_chart)
 from .cost_views import (brent_chart, estimate_table_html, estimate_widget, memory_chart,

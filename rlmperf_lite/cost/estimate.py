@@ -11,7 +11,8 @@ every phase runs on all ``gpus`` in turn.
   states sharded ZeRO-3 style (16 bytes per trainable parameter, 2 per frozen one, divided by
   ``gpus``). Activations per GPU: one sequence in flight, with full recomputation — each
   layer's input kept (Korthikanti et al. 2022), one layer's full activations while it is
-  recomputed, and the fp32 logits of the sequence.
+  recomputed (FlashAttention: no stored scores), and the fp32 logits of the sequence
+  (``rlmperf_lite.cost.memory.lm_head_activation_bytes``).
 - Memory: training states stay resident while the engine generates (no offload); the engine's
   weights and KV cache are released during training.
 - An array of response lengths is an empirical distribution: the B G samples take its B G
@@ -32,7 +33,7 @@ import numpy as np
 from ..checks import check_bool, check_choice, check_int, check_number, check_real_array
 from .flops import ADAMW_FLOPS_PER_PARAM, forward_flops
 from .hardware import resolve_hardware
-from .memory import activation_bytes_per_layer, model_state_bytes
+from .memory import activation_bytes_per_layer, lm_head_activation_bytes, model_state_bytes
 from .phase import PhaseEstimate, PhaseSequence
 from .rollout import rollout_phases, rollout_tp, weight_sync_s
 from .presets import resolve_model
@@ -227,7 +228,7 @@ class _TrainCost:
         s = int(self.T.max())
         kept = m.num_hidden_layers * activation_bytes_per_layer(m, s, 1, recompute="full")
         layer = activation_bytes_per_layer(m, s, 1)              # recomputed, then freed
-        logits = 4.0 * s * m.vocab_size if head else 0.0         # fp32 logits
+        logits = lm_head_activation_bytes(m, s, 1) if head else 0.0   # fp32 logits
         return {"model states": self.resident, "activations": kept + layer + logits}
 
 

@@ -15,15 +15,19 @@ Training memory (:func:`memory_per_gpu`), per GPU of the worst pipeline stage:
   Megatron keeps one) and the final norm. Non-expert parameters are split by tp (the embedding
   by vocabulary) and their states sharded over the dp x cp ranks; routed experts are split by
   tp x ep and sharded over the dp x cp / ep expert-data-parallel ranks (Megatron-Core).
-- Activations per layer: Korthikanti et al. 2022 (arXiv 2205.05198) Table 2 for the plan's tp,
-  sp and recompute (:func:`rlmperf_lite.cost.activation_bytes_per_layer`), divided by cp
-  (context parallelism keeps T / cp queries per GPU; the s^2 score term shrinks by cp too).
+- Activations per layer: Korthikanti et al. 2022's (arXiv 2205.05198) bookkeeping for the
+  plan's tp, sp and recompute with FlashAttention's logsumexp in place of stored scores
+  (:func:`rlmperf_lite.cost.activation_bytes_per_layer`; ``attention="eager"`` for Table 2's
+  s^2 term), divided by cp (context parallelism keeps T / cp queries per GPU).
   Microbatches in flight: 1F1B keeps min(p, m) on the first stage (Narayanan et al. 2021
   §2.2.1); v-way interleaving keeps min(m v, v p + p - 1) chunks of 1/v of the layers, which is
   p (1 + (p - 1) / (p v)) micro-batches once m is large (Korthikanti et al. 2022 §4.2.3); 1 on
   the last stage; GPipe keeps all m; without a pipeline one microbatch at a time (gradient
-  accumulation). Full recomputation adds one layer's full activations, rebuilt in backward.
-  The stage with the LM head holds one microbatch's fp32 logits, 4 T b V / (tp cp) bytes.
+  accumulation). Full recomputation keeps each layer's input (2 T b D, / tp with sp) and adds
+  one layer's full activations, rebuilt in backward. The stage with the LM head holds one
+  microbatch's fp32 logits, 4 T b V / (tp cp) bytes, or one chunk of them with
+  ``logits="chunked"``, and the final norm's and head's inputs
+  (``rlmperf_lite.cost.memory.lm_head_activation_bytes``).
 - Not counted: temporary buffers (ZeRO-3's gathered layer, communication buckets), the CUDA
   context, fragmentation.
 
@@ -38,7 +42,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..checks import check_choice, check_int, check_number
-from .memory import activation_bytes_per_layer, kv_cache_bytes_per_token, kv_cache_split
+from .memory import (ATTENTION, LOGITS, activation_bytes_per_layer, kv_cache_bytes_per_token,
+                     kv_cache_split, lm_head_activation_bytes)
 from .model import ModelConfig
 from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, plan_columns
 
@@ -114,22 +119,30 @@ def stage_params(m: ModelConfig, pp):
     return first, last, layers * b["routed_experts"] / L
 
 
-def _activation_per_layer(m: ModelConfig, s: int, b: int, tp, sp, rc):
-    """Korthikanti Table 2 bytes per layer for every (tp, sp, recompute code) row, through
-    :func:`activation_bytes_per_layer` once per distinct triple; NaN where tp does not divide
-    the heads or sp comes without tp (plans the rules reject)."""
-    keys = np.stack([tp, sp.astype(np.int64), rc])
+def _per_distinct(fn, *cols) -> np.ndarray:
+    """fn(*row) once per distinct row of the integer columns ``cols``, spread back over the
+    plans (the scalar formula is the only one, so the planner and memory_per_gpu agree)."""
+    keys = np.stack([np.asarray(c).astype(np.int64) for c in cols])
     uniq, inverse = np.unique(keys, axis=1, return_inverse=True)
-    vals = np.array([activation_bytes_per_layer(m, s, b, tp=int(t), sp=bool(q),
-                                                recompute=RECOMPUTE[r])
-                     if m.num_attention_heads % t == 0 and (t > 1 or not q) else np.nan
-                     for t, q, r in uniq.T])
+    vals = np.array([fn(*(int(k) for k in row)) for row in uniq.T], dtype=np.float64)
     return vals[inverse.reshape(-1)]
+
+
+def _activation_per_layer(m: ModelConfig, s: int, b: int, tp, sp, rc, attention: str):
+    """:func:`activation_bytes_per_layer` for every (tp, sp, recompute code) row; NaN where tp
+    does not divide the heads or sp comes without tp (plans the rules reject)."""
+    def one(t, q, r):
+        if m.num_attention_heads % t or (q and t == 1):
+            return np.nan
+        return activation_bytes_per_layer(m, s, b, tp=t, sp=bool(q), recompute=RECOMPUTE[r],
+                                          attention=attention)
+    return _per_distinct(one, tp, sp, rc)
 
 
 def train_memory_arrays(m: ModelConfig, cols: dict, workload: TrainWorkload,
                         schedule: str = "1f1b", weight_bytes: int = 2, grad_bytes: int = 2,
-                        optimizer_bytes_per_param: int = 12) -> dict:
+                        optimizer_bytes_per_param: int = 12, *, attention: str = "flash",
+                        logits: str = "fp32", logits_chunk: int = 512) -> dict:
     """:func:`memory_per_gpu` for every plan in ``cols`` (:func:`plan_columns`) at once."""
     dp, tp, pp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp", "ep"))
     sp, z, rc = cols["sp"], cols["zero_stage"], cols["recompute"]
@@ -146,9 +159,10 @@ def train_memory_arrays(m: ModelConfig, cols: dict, workload: TrainWorkload,
         return (weight_bytes * shard["w"], grad_bytes * shard["g"],
                 optimizer_bytes_per_param * shard["o"])
 
-    per_layer = _activation_per_layer(m, s, b, cols["tp"], sp, rc) / cp
-    full_layer = _activation_per_layer(m, s, b, cols["tp"], sp, np.zeros_like(rc)) / cp
-    working = np.where(rc == RECOMPUTE.index("full"), full_layer, 0.0)
+    per_layer = _activation_per_layer(m, s, b, cols["tp"], sp, rc, attention) / cp
+    # full recomputation rebuilds one layer's activations at a time in the backward
+    full_layer = _activation_per_layer(m, s, b, cols["tp"], sp, np.zeros_like(rc), attention)
+    working = np.where(rc == RECOMPUTE.index("full"), full_layer / cp, 0.0)
     layers = m.num_hidden_layers / pp
     if schedule == "gpipe":
         in_first, in_last = np.where(pp > 1, mb, 1.0), np.where(pp > 1, mb, 1.0)
@@ -158,9 +172,11 @@ def train_memory_arrays(m: ModelConfig, cols: dict, workload: TrainWorkload,
         chunks = np.minimum(mb * v, v * pp + pp - 1) / v
         in_first = np.where(pp > 1, np.where(v > 1, chunks, np.minimum(pp, mb)), 1.0)
         in_last = 1.0
-    logits = 4.0 * s * b * m.vocab_size / (tp * cp)
-    act_first = per_layer * layers * in_first + working + np.where(pp == 1, logits, 0.0)
-    act_last = per_layer * layers * in_last + working + logits
+    head = _per_distinct(lambda t, c, q: lm_head_activation_bytes(
+        m, s, b, tp=t, cp=c, sp=bool(q), logits=logits, chunk_tokens=logits_chunk),
+        cols["tp"], cols["cp"], sp)                          # on the stage with the LM head
+    act_first = per_layer * layers * in_first + working + np.where(pp == 1, head, 0.0)
+    act_last = per_layer * layers * in_last + working + head
     w1, g1, o1 = states(first)
     w2, g2, o2 = states(last)
     is_last = (pp > 1) & (w2 + g2 + o2 + act_last > w1 + g1 + o1 + act_first)
@@ -174,30 +190,40 @@ def train_memory_arrays(m: ModelConfig, cols: dict, workload: TrainWorkload,
 
 def memory_per_gpu(model: ModelConfig, plan: ParallelPlan, workload: TrainWorkload, *,
                    schedule: str = "1f1b", weight_bytes: int = 2, grad_bytes: int = 2,
-                   optimizer_bytes_per_param: int = 12) -> TrainMemory:
+                   optimizer_bytes_per_param: int = 12, attention: str = "flash",
+                   logits: str = "fp32", logits_chunk: int = 512) -> TrainMemory:
     """Training memory per GPU of the worst pipeline stage (module docstring: ZeRO §5 for the
-    states, Korthikanti et al. 2022 Table 2 for activations; book section :ref:`sec-pp-memory`).
+    states, Korthikanti et al. 2022 with FlashAttention for activations; book section
+    :ref:`sec-pp-memory`).
 
     Args:
         plan: the layout; its ``microbatches`` must equal global_batch / (dp x
             micro_batch_size).
         workload: batch and sequence length.
         schedule: "1f1b" (p microbatches in flight on the first stage) or "gpipe" (all m).
+        attention: "flash" (FlashAttention's logsumexp, no s^2 scores) or "eager"
+            (Korthikanti's stored scores), as :func:`activation_bytes_per_layer`.
+        logits, logits_chunk: "fp32" (whole logits) or "chunked" (``logits_chunk`` tokens at a
+            time), as ``rlmperf_lite.cost.memory.lm_head_activation_bytes``.
     Raises:
         ValueError: a plan that breaks a rule of :meth:`ParallelPlan.check` (without the
-            node-size rule, which needs hardware), bad types or byte counts.
+            node-size rule, which needs hardware), bad types, byte counts or options.
     """
     if not isinstance(plan, ParallelPlan):
         raise ValueError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
     if not isinstance(workload, TrainWorkload):
         raise ValueError(f"workload must be a TrainWorkload, got {type(workload).__name__}")
     check_choice("schedule", schedule, SCHEDULES)
+    check_choice("attention", attention, ATTENTION)
+    check_choice("logits", logits, LOGITS)
     for label, v in (("weight_bytes", weight_bytes), ("grad_bytes", grad_bytes),
-                     ("optimizer_bytes_per_param", optimizer_bytes_per_param)):
+                     ("optimizer_bytes_per_param", optimizer_bytes_per_param),
+                     ("logits_chunk", logits_chunk)):
         check_int(label, v, 1)
     plan.validate(model, None, None, workload)
     r = train_memory_arrays(model, plan_columns([plan]), workload, schedule, weight_bytes,
-                             grad_bytes, optimizer_bytes_per_param)
+                             grad_bytes, optimizer_bytes_per_param, attention=attention,
+                             logits=logits, logits_chunk=logits_chunk)
     return TrainMemory(*(float(r[k][0]) for k in ("weights_bytes", "grads_bytes",
                                                   "optimizer_bytes", "activation_bytes")),
                        stage="last" if r["is_last"][0] else "first")

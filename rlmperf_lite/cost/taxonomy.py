@@ -145,13 +145,13 @@ def _tp_rows(m, hw, n, wl, kw) -> list:
         ("TP", dict(tp=n), "collective_tp", M * L * n_ar * collective_bytes_per_rank(
             "all_reduce", S, n), f"M L n_ar x 2(n-1)/n x b T h A (n_ar = {n_ar})",
          "M L n_ar (2(n-1) alpha + 2(n-1)/n b T h A / beta)",
-         "(weights, grads, states) / n + act (10 + 24/n) s b h a layer"),
+         "(weights, grads, states) / n + act (8 + k/n) s b h a layer (k: the split part)"),
         ("SP", dict(tp=n, sp=True), "collective_tp", M * L * n_ar * (
             collective_bytes_per_rank("reduce_scatter", S, n)
             + collective_bytes_per_rank("all_gather", S, n)),
          "M L n_ar x (n-1)/n x 2 b T h A: reduce-scatter + all-gather, TP's bytes",
          "M L n_ar (2(n-1) alpha + 2(n-1)/n b T h A / beta)",
-         "(weights, grads, states) / n + act 34/n s b h a layer"),
+         "(weights, grads, states) / n + act (8 + k)/n s b h a layer"),
         ("CP", dict(cp=n), "ring", M * L * passes * collective_bytes_per_rank(
             "all_gather", kv, n), f"M L x {passes} x (n-1)/n x b T kv / L: the ring's K/V",
          f"M L x {passes} ((n-1) alpha + (n-1)/n b T kv / (L beta))",

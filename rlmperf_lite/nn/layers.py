@@ -13,7 +13,7 @@ import numpy as np
 
 from .flops import mm
 
-_GELU_C = np.sqrt(2.0 / np.pi)
+_GELU_C = float(np.sqrt(2.0 / np.pi))   # a Python float: a np.float64 would promote fp32 to fp64
 
 
 # ---- embeddings: x = wte[tokens] + wpe[:T] ----------------------------------------------------

@@ -112,10 +112,11 @@ def _tp_plan(model: str, hardware, tp: int, cp: int, seq_len: int, gpus: int = 6
     return memory_per_gpu(m, plan, wl), train_step_time(m, hw, plan, wl), hw
 
 
-def _smallest_fitting_cp() -> int:
-    """Smallest cp at which Llama-3.1-70B's 16,384-token step fits on 64 H100s, tp = 8 + sp."""
+def _smallest_fitting_cp(model: str = "llama-3.1-70b", seq_len: int = 16384) -> int:
+    """Smallest cp at which ``model``'s step of ``seq_len``-token sequences fits on 64 H100s,
+    tp = 8 + sp (Lab 8's plans)."""
     for cp in (1, 2, 4, 8):
-        mem, _, hw = _tp_plan("llama-3.1-70b", "h100", 8, cp, 16384)
+        mem, _, hw = _tp_plan(model, "h100", 8, cp, seq_len)
         if mem.total_bytes <= hw.hbm_bytes:
             return cp
     raise ValueError("no cp up to 8 fits")          # not reached with the library's presets
@@ -263,6 +264,11 @@ ANSWERS: dict[str, Answer] = {
     "ch08.2c": Answer(lambda: _tp_plan("qwen2.5-32b", "h100", 8, 1, 32768)[0].total_bytes / 1e9,
                       "GB per GPU of Qwen2.5-32B, 32,768 tokens, tp = 8 + sp, cp = 1",
                       "tp_plan_results('qwen2.5-32b', 'h100', 8, True, 1, 32768)"),
+    "ch08.2d": Answer(lambda: _smallest_fitting_cp("qwen2.5-32b", 32768),
+                      "smallest cp at which Qwen2.5-32B fits on 64 H100s, 32,768 tokens, "
+                      "tp = 8 + sp",
+                      "tp_plan_results('qwen2.5-32b', 'h100', 8, True, cp, 32768) for cp = 1, "
+                      "2, 4", rtol=0.0),
     "ch08.3": Answer(lambda: _tp_across_nodes_ratio("b200"),
                      "TP communication of GPT-3 175B across two B200 nodes over inside one",
                      "(15/16 x 2 x 64) / (7/8 x 2 x 32) x NVLink / network bandwidth"),
