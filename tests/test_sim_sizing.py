@@ -166,12 +166,15 @@ def test_coarse_search_refines_around_the_best():
 
 def test_example_system_guidelines():
     """The chapter's example (Qwen2.5-7B, 32 H20s, sigma 1): the best asynchronous split is 9:23,
-    verl's balance rule picks the same split, and it is 1.47x faster than colocation."""
+    1.46x faster than colocation; verl's balance rule picks its neighbour 10:22, within 2% of
+    it. (Before the engine charged the length-biased mean context, issue 16 item 6, the rule
+    picked 9:23 itself and the gain was 1.47.)"""
     s = best_split(EXAMPLE["actor"], EXAMPLE["hardware"], example_workload(), EXAMPLE["gpus"],
                    **EFF)
-    assert s.best.rollout_gpus == s.balanced.rollout_gpus == 9
-    assert round(s.gain, 2) == 1.47
-    assert round(s.best.rollout_time_s / s.best.train_time_s, 2) == 1.02
+    assert s.best.rollout_gpus == 9 and s.balanced.rollout_gpus == 10
+    assert s.balanced.step_time_s < 1.02 * s.best.step_time_s
+    assert round(s.gain, 2) == 1.46
+    assert round(s.best.rollout_time_s / s.best.train_time_s, 2) == 1.04
 
 
 def test_gain_sweep_and_crossover():

@@ -10,9 +10,10 @@ from .hardware import (HardwareSpec, hardware_preset, hardware_presets, measure_
                        resolve_hardware)
 from .hf import from_hf_config
 from .memory import (BYTES_PER_PARAM_ADAM, activation_bytes_per_layer, kv_cache_bytes_per_token,
-                     lm_head_activation_bytes, model_state_bytes)
+                     kv_cache_bytes, lm_head_activation_bytes, model_state_bytes)
 from .model import ModelConfig
 from .roofline import decode_step_bytes, decode_step_flops, mfu, roofline_time
+from .rollout import mean_decode_context
 from .workdepth import (PhaseRounds, WorkDepth, expected_max_length, forward_depth,
                         grpo_step_workdepth, ppo_step_workdepth, rl_step_workdepth)
 from .workdepth_s import (H100_CLOCK_HZ, PhaseWorkDepth, StepTotals, StepWorkDepth,
@@ -50,7 +51,8 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "resolve_hardware", "measure_cpu",
            "matmul_weights_per_token", "forward_flops", "prefill_flops", "decode_flops",
            "train_flops", "ADAMW_FLOPS_PER_PARAM", "BYTES_PER_PARAM_ADAM", "model_state_bytes",
-           "activation_bytes_per_layer", "lm_head_activation_bytes", "kv_cache_bytes_per_token", "roofline_time",
+           "activation_bytes_per_layer", "lm_head_activation_bytes", "kv_cache_bytes_per_token", "kv_cache_bytes",
+           "mean_decode_context", "roofline_time",
            "decode_step_bytes", "decode_step_flops", "mfu", "ALGOS", "PhaseEstimate",
            "PhaseSequence",
            "RLStepEstimate", "estimate_rl_step", "expected_max_length", "forward_depth",

@@ -15,6 +15,11 @@ kernel that masks a full score matrix computes. A backward pass costs twice its 
 LM head, as Narayanan et al. 2021 (arXiv 2104.04473) count in Eq. 3, which
 ``tests/test_cost_flops.py`` reproduces exactly.
 
+A sliding-window layer (``ModelConfig.sliding_window``, Mistral, Gemma's local layers) lets
+position i attend min(i + 1, W) keys, so a causal pass over n > W positions has W (W + 1) / 2 +
+(n - W) W pairs in it (:func:`causal_pairs`), averaged over the layers' pattern by
+:func:`attention_pairs`; ``causal=False`` ignores windows (every pair).
+
 Multi-head latent attention (DeepSeek-V3) is counted in its training form (keys and values
 decompressed per head); inference engines that absorb the decompression into the queries do
 less arithmetic per decode step than counted here.
@@ -30,7 +35,7 @@ from ..checks import check_bool, check_real_array
 from .model import ModelConfig
 
 __all__ = ["ADAMW_FLOPS_PER_PARAM", "matmul_weights_per_token", "forward_flops", "prefill_flops",
-           "decode_flops", "train_flops"]
+           "decode_flops", "train_flops", "causal_pairs", "attended_keys", "attention_pairs"]
 
 
 #: FLOPs of one AdamW step per parameter: the two moments, the square root, the divide, the
@@ -102,9 +107,49 @@ def _pairs(n: np.ndarray, causal: bool) -> np.ndarray:
     return n * (n + 1) / 2 if causal else n * n
 
 
+def causal_pairs(n, window: int | None = None):
+    """Query-key pairs of a causal pass over ``n`` positions when position i (from 0) attends
+    min(i + 1, W) keys: n (n + 1) / 2 for full attention (``window`` None), W (W + 1) / 2 +
+    (n - W) W once n > W. ``n`` an int or an array (float64 out); n <= 0 gives 0."""
+    n = np.maximum(np.asarray(n, dtype=np.float64), 0.0)
+    if window is None:
+        return n * (n + 1) / 2
+    w = float(window)
+    return np.where(n <= w, n * (n + 1) / 2, w * (w + 1) / 2 + (n - w) * w)
+
+
+def _window_groups(m: ModelConfig) -> list:
+    """[(window or None, layers)] of a model, one entry per distinct window."""
+    windows = m.layer_windows
+    return [(w, windows.count(w)) for w in dict.fromkeys(windows)]
+
+
+def attended_keys(model: ModelConfig, context):
+    """Keys a query attends when its sequence holds ``context`` tokens (itself included),
+    averaged over the layers: (1/L) sum_l min(c, W_l). ``context`` itself (same object) for a
+    model without sliding windows; so attention_flops_per_pair x this is a query's attention
+    FLOPs and kv_cache_bytes_per_token x this its cache, for any layer pattern."""
+    m = check_model(model)
+    groups = _window_groups(m)
+    if groups == [(None, m.num_hidden_layers)]:
+        return context
+    c = np.asarray(context, dtype=np.float64)
+    return sum(n * (c if w is None else np.minimum(c, w)) for w, n in groups) \
+        / m.num_hidden_layers
+
+
+def attention_pairs(model: ModelConfig, seq_lens):
+    """Query-key pairs of a causal pass over sequences of ``seq_lens`` positions, per
+    sequence, averaged over the layers: (1/L) sum_l :func:`causal_pairs` (n, W_l)."""
+    m = check_model(model)
+    return sum(k * causal_pairs(seq_lens, w) for w, k in _window_groups(m)) \
+        / m.num_hidden_layers
+
+
 def forward_flops(model: ModelConfig, seq_lens, *, causal: bool = True,
                   lm_head: str = "all") -> float:
-    """Forward FLOPs of a batch of sequences of the given lengths.
+    """Forward FLOPs of a batch of sequences of the given lengths (causal: a sliding-window
+    layer's pairs are :func:`causal_pairs` with its window).
 
     Args:
         lm_head: ``"all"`` (logits at every position, as training and log-prob passes need),
@@ -120,7 +165,10 @@ def forward_flops(model: ModelConfig, seq_lens, *, causal: bool = True,
     if not isinstance(lm_head, str) or lm_head not in heads:
         raise ValueError(f"lm_head must be 'all', 'last' or 'none', got {lm_head!r}")
     layers = 2.0 * matmul_weights_per_token(m, lm_head=False) * n.sum()
-    attention = attention_flops_per_pair(m) * _pairs(n, causal).sum()
+    # sliding windows cap a causal pass's pairs; causal=False counts every pair (dense)
+    windowed = causal and any(w is not None for w in m.layer_windows)
+    pairs = attention_pairs(m, n) if windowed else _pairs(n, causal)
+    attention = attention_flops_per_pair(m) * pairs.sum()
     return float(layers + attention + 2.0 * m.vocab_size * m.hidden_size * heads[lm_head].sum())
 
 
@@ -133,7 +181,8 @@ def prefill_flops(model: ModelConfig, prompt_lens, *, causal: bool = True) -> fl
 def decode_flops(model: ModelConfig, prompt_lens, response_lens) -> float:
     """FLOPs of generating ``response_lens`` tokens after prompts of ``prompt_lens``: the first
     token comes from the prefill's logits, then R - 1 decode steps, step j running one token
-    through every weight and attending to the P + j cached keys and values.
+    through every weight and attending to the P + j cached keys and values (a sliding-window
+    layer to min(P + j, W) of them, :func:`attended_keys`).
 
     Raises:
         ValueError: lengths that are not whole numbers (prompts >= 1, responses >= 0), or
@@ -148,6 +197,8 @@ def decode_flops(model: ModelConfig, prompt_lens, response_lens) -> float:
     P, R = np.broadcast_arrays(P, R)
     steps = np.maximum(R - 1, 0)
     context = steps * P + steps * (steps + 1) / 2                 # sum_{j=1}^{R-1} (P + j)
+    if any(w is not None for w in m.layer_windows):               # sum_j keys(P + j)
+        context = attention_pairs(m, P + steps) - attention_pairs(m, P)
     per_token = 2.0 * matmul_weights_per_token(m)
     return float(per_token * steps.sum() + attention_flops_per_pair(m) * context.sum())
 

@@ -5,7 +5,9 @@ A config file states sizes but not everything the architecture implies: Qwen2's 
 Qwen3's q/k norms, OPT's two extra position rows, DeepSeek-V3's router bias are in the modelling
 code, not in the file. ``model_type`` names the architecture, and :data:`FAMILIES` holds what
 each one implies. Fields the cost model does not need (rope scaling, dropout, token ids,
-quantisation...) are ignored.
+quantisation...) are ignored. Sliding-window attention is read from ``sliding_window``,
+``layer_types``, ``sliding_window_pattern``, ``use_sliding_window`` and ``max_window_layers``
+as transformers' configuration classes read them.
 """
 from __future__ import annotations
 
@@ -117,4 +119,30 @@ def from_hf_config(config, *, name: str | None = None) -> ModelConfig:
                 "intermediate_size"):
         if key not in kw:
             _need(c, key, mt)
+    kw.update(_attention_windows(c, kw["num_hidden_layers"]))
     return ModelConfig(**kw, name=name or c.get("_name_or_path") or mt)
+
+
+def _attention_windows(c: dict, layers: int) -> dict:
+    """``sliding_window`` and ``layer_types`` from a config, as transformers reads them: a
+    ``use_sliding_window: false`` (Qwen2, Qwen3) turns the window off; ``layer_types`` as
+    given, else Gemma-3's ``sliding_window_pattern`` p (layer i slides unless (i + 1) % p ==
+    0), else Qwen2's ``max_window_layers`` m when the window is on (layers i >= m slide), else
+    every layer slides (Mistral)."""
+    window = c.get("sliding_window")
+    if window is None or c.get("use_sliding_window", True) is False:
+        return {}
+    if c.get("layer_types") is not None:
+        return {"sliding_window": window, "layer_types": tuple(c["layer_types"])}
+    p = c.get("sliding_window_pattern")
+    if p is not None:
+        if not isinstance(p, int) or isinstance(p, bool) or p < 1:
+            raise ValueError(f"config.json sliding_window_pattern must be an int >= 1, got {p!r}")
+        types = ["full_attention" if (i + 1) % p == 0 else "sliding_attention"
+                 for i in range(layers)]
+        return {"sliding_window": window, "layer_types": tuple(types)}
+    if "use_sliding_window" in c and c.get("max_window_layers") is not None:
+        m = c["max_window_layers"]
+        types = ["sliding_attention" if i >= m else "full_attention" for i in range(layers)]
+        return {"sliding_window": window, "layer_types": tuple(types)}
+    return {"sliding_window": window}

@@ -35,15 +35,20 @@
   (``lm_head_activation_bytes``).
 - KV cache: per token, keys and values of every layer: 2 L KV_heads head_dim x bytes per value
   (Kwon et al. 2023, vLLM, arXiv 2309.06180, §3: OPT-13B in fp16, 800 KB per token); multi-head
-  latent attention caches one compressed vector of kv_lora_rank + qk_rope_head_dim per layer.
+  latent attention caches one compressed vector of kv_lora_rank + qk_rope_head_dim per layer. A
+  sliding-window layer keeps only its last W tokens (Mistral's rolling buffer cache, Jiang et
+  al. 2023, arXiv 2310.06825, §2; vLLM frees the blocks that slid out), so a sequence of c
+  tokens holds kv_per_token x (1/L) sum_l min(c, W_l) bytes (:func:`kv_cache_bytes`).
 """
 from __future__ import annotations
 
 from ..checks import check_bool, check_choice, check_int, check_number
+from .flops import attended_keys
 from .model import ModelConfig
 
 __all__ = ["BYTES_PER_PARAM_ADAM", "ATTENTION", "LOGITS", "model_state_bytes",
-           "activation_bytes_per_layer", "lm_head_activation_bytes", "kv_cache_bytes_per_token"]
+           "activation_bytes_per_layer", "lm_head_activation_bytes", "kv_cache_bytes_per_token",
+           "kv_cache_bytes"]
 
 BYTES_PER_PARAM_ADAM = 16
 ATTENTION = ("flash", "eager")      # attention kernels: FlashAttention; stored scores (history)
@@ -215,7 +220,8 @@ def lm_head_activation_bytes(model: ModelConfig, seq_len: int, micro_batch: int,
 
 def kv_cache_bytes_per_token(model: ModelConfig, dtype_bytes: int = 2) -> int:
     """Bytes the KV cache holds per token of context: 2 L KV_heads head_dim dtype_bytes (MLA:
-    L (kv_lora_rank + qk_rope_head_dim) dtype_bytes).
+    L (kv_lora_rank + qk_rope_head_dim) dtype_bytes) — every layer's share, i.e. per token
+    while the context is within every sliding window (beyond it: :func:`kv_cache_bytes`).
 
     Raises:
         ValueError: a non-ModelConfig model or a non-positive ``dtype_bytes``.
@@ -225,6 +231,18 @@ def kv_cache_bytes_per_token(model: ModelConfig, dtype_bytes: int = 2) -> int:
     if m.is_mla:
         return m.num_hidden_layers * (m.kv_lora_rank + m.qk_rope_head_dim) * dtype_bytes
     return 2 * m.num_hidden_layers * m.kv_heads * m.head_size * dtype_bytes
+
+
+def kv_cache_bytes(model: ModelConfig, context, dtype_bytes: int = 2):
+    """Bytes one sequence's KV cache holds at ``context`` tokens (an int or an array, one per
+    sequence): kv_cache_bytes_per_token x (1/L) sum_l min(c, W_l), a sliding-window layer
+    keeping its last W tokens; = kv_cache_bytes_per_token x context (the same type) without
+    windows.
+
+    Raises:
+        ValueError: a non-ModelConfig model, a non-positive ``dtype_bytes``.
+    """
+    return kv_cache_bytes_per_token(model, dtype_bytes) * attended_keys(model, context)
 
 
 def kv_cache_split(m: ModelConfig, tp: int) -> int:

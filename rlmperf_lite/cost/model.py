@@ -15,7 +15,10 @@ from dataclasses import dataclass
 
 from ..checks import check_bool, check_choice, check_int
 
-__all__ = ["ModelConfig"]
+__all__ = ["ModelConfig", "LAYER_TYPES"]
+
+LAYER_TYPES = ("full_attention", "sliding_attention")
+"""The attention types of Hugging Face's ``layer_types`` the cost models represent."""
 
 
 @dataclass(frozen=True)
@@ -72,13 +75,21 @@ class ModelConfig:
     position_offset: int = 0
     """Extra rows of a learned position table (OPT stores max_position_embeddings + 2)."""
     name: str = "custom"
+    sliding_window: int | None = None
+    """W, the keys a sliding-window layer attends: the query and the W - 1 positions before it
+    (HF ``sliding_window``, its mask ``kv_idx > q_idx - sliding_window`` in
+    ``masking_utils.sliding_window_overlay``; Mistral's rolling cache of W tokens, Jiang et al.
+    2023, arXiv 2310.06825, §2); None = full attention in every layer."""
+    layer_types: tuple | None = None
+    """Per layer ``"sliding_attention"`` or ``"full_attention"`` (HF ``layer_types``); None
+    = every layer slides when ``sliding_window`` is set (Mistral)."""
 
     def __post_init__(self):
         for f in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                   "intermediate_size", "max_position_embeddings"):
             check_int(f"ModelConfig.{f}", getattr(self, f), 1)
         for f in ("num_key_value_heads", "head_dim", "moe_intermediate_size", "q_lora_rank",
-                  "kv_lora_rank"):
+                  "kv_lora_rank", "sliding_window"):
             check_int(f"ModelConfig.{f}", getattr(self, f), 1, optional=True)
         for f in ("num_experts", "num_experts_per_tok", "num_shared_experts",
                   "first_k_dense_replace", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
@@ -90,6 +101,7 @@ class ModelConfig:
         check_choice("ModelConfig.mlp", self.mlp, ("swiglu", "gelu", "relu"))
         check_choice("ModelConfig.position", self.position, ("rope", "learned"))
         check_choice("ModelConfig.norm", self.norm, ("rmsnorm", "layernorm"))
+        self._check_layer_types()
         H, KV = self.num_attention_heads, self.kv_heads
         if H % KV:
             raise ValueError(f"ModelConfig.num_key_value_heads={KV} must divide "
@@ -118,7 +130,35 @@ class ModelConfig:
             raise ValueError("ModelConfig: multi-head latent attention (kv_lora_rank) needs "
                              "qk_rope_head_dim, qk_nope_head_dim and v_head_dim > 0")
 
+    def _check_layer_types(self) -> None:
+        """``layer_types`` as a tuple of one known type per layer, sliding ones with a window."""
+        if self.layer_types is None:
+            return
+        if isinstance(self.layer_types, str) or not hasattr(self.layer_types, "__len__"):
+            raise ValueError(f"ModelConfig.layer_types must be a list of layer types, got "
+                             f"{self.layer_types!r}")
+        types = tuple(self.layer_types)
+        object.__setattr__(self, "layer_types", types)      # a list in, a hashable tuple kept
+        if len(types) != self.num_hidden_layers:
+            raise ValueError(f"ModelConfig.layer_types has {len(types)} entries for "
+                             f"num_hidden_layers={self.num_hidden_layers}")
+        for t in types:
+            check_choice("ModelConfig.layer_types[i]", t, LAYER_TYPES)
+        if "sliding_attention" in types and self.sliding_window is None:
+            raise ValueError("ModelConfig.layer_types has sliding_attention layers but "
+                             "sliding_window is None")
+
     # -- derived shape -------------------------------------------------------------------------
+    @property
+    def layer_windows(self) -> tuple:
+        """Per layer, the keys its attention is limited to (``sliding_window``) or None (full)."""
+        if self.sliding_window is None:
+            return (None,) * self.num_hidden_layers
+        if self.layer_types is None:
+            return (self.sliding_window,) * self.num_hidden_layers
+        return tuple(self.sliding_window if t == "sliding_attention" else None
+                     for t in self.layer_types)
+
     @property
     def kv_heads(self) -> int:
         return self.num_key_value_heads or self.num_attention_heads

@@ -42,8 +42,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..checks import check_choice, check_int, check_number
-from .memory import (ATTENTION, LOGITS, activation_bytes_per_layer, kv_cache_bytes_per_token,
-                     kv_cache_split, lm_head_activation_bytes)
+from .memory import (ATTENTION, LOGITS, activation_bytes_per_layer, kv_cache_bytes,
+                     kv_cache_bytes_per_token, kv_cache_split, lm_head_activation_bytes)
 from .model import ModelConfig
 from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, plan_columns
 
@@ -245,17 +245,19 @@ class InferenceMemory:
 
 
 def inference_memory_per_gpu(model: ModelConfig, tp: int = 1, pp: int = 1, kv_tokens: float = 0,
-                             *, weight_bytes: int = 2, kv_dtype_bytes: int = 2
-                             ) -> InferenceMemory:
-    """Weights / (tp pp) plus the KV cache of ``kv_tokens`` tokens (summed over the sequences
-    the replica holds) split by pp and by min(tp, KV heads) — KV heads replicated beyond tp =
-    KV heads, a latent (MLA) cache on every rank (Kwon et al. 2023, vLLM, §3 for the per-token
-    size; book section :ref:`sec-rollout-layout`).
+                             *, weight_bytes: int = 2, kv_dtype_bytes: int = 2,
+                             sequences: int = 1) -> InferenceMemory:
+    """Weights / (tp pp) plus the KV cache of ``kv_tokens`` tokens (summed over the
+    ``sequences`` sequences the replica holds, kv_tokens / sequences each; a sliding-window
+    layer keeps the last W of each, :func:`~rlmperf_lite.cost.memory.kv_cache_bytes`) split by
+    pp and by min(tp, KV heads) — KV heads replicated beyond tp = KV heads, a latent (MLA)
+    cache on every rank (Kwon et al. 2023, vLLM, §3 for the per-token size; book section
+    :ref:`sec-rollout-layout`).
 
     Raises:
         ValueError: tp or pp < 1, tp not dividing the attention heads, tp and the KV heads not
             dividing one another, pp above the layers, a
-            negative ``kv_tokens``, byte counts < 1.
+            negative ``kv_tokens``, byte counts or ``sequences`` < 1.
     """
     if not isinstance(model, ModelConfig):
         raise ValueError(f"model must be a ModelConfig, got {type(model).__name__}")
@@ -264,6 +266,7 @@ def inference_memory_per_gpu(model: ModelConfig, tp: int = 1, pp: int = 1, kv_to
     check_number("kv_tokens", kv_tokens, low=0)
     check_int("weight_bytes", weight_bytes, 1)
     check_int("kv_dtype_bytes", kv_dtype_bytes, 1)
+    check_int("sequences", sequences, 1)
     if model.num_attention_heads % tp:
         raise ValueError(f"tp={tp} must divide num_attention_heads={model.num_attention_heads}")
     kvh = model.kv_heads
@@ -272,6 +275,9 @@ def inference_memory_per_gpu(model: ModelConfig, tp: int = 1, pp: int = 1, kv_to
                          f"replicates KV heads when tp is a multiple of them); pick another tp")
     if pp > model.num_hidden_layers:
         raise ValueError(f"pp={pp} exceeds num_hidden_layers={model.num_hidden_layers}")
-    kv = (kv_tokens * kv_cache_bytes_per_token(model, kv_dtype_bytes)
-          / (pp * kv_cache_split(model, tp)))
+    if any(w is not None for w in model.layer_windows):    # each sequence capped at W
+        held = sequences * kv_cache_bytes(model, kv_tokens / sequences, kv_dtype_bytes)
+    else:
+        held = kv_tokens * kv_cache_bytes_per_token(model, kv_dtype_bytes)
+    kv = held / (pp * kv_cache_split(model, tp))
     return InferenceMemory(weight_bytes * float(model.num_params()) / (tp * pp), float(kv))

@@ -10,7 +10,9 @@ Modelling choices, stated once:
 - Decode: samples are dealt to replicas longest first, round-robin (balanced as if lengths were
   known in advance, an optimistic schedule); each replica decodes its samples as one batch,
   one token per step, until its longest response ends. A step reads the weights (for MoE, the
-  experts that step's batch is expected to touch) and the KV cache of every running sequence.
+  experts that step's batch is expected to touch) and the KV cache of every running sequence
+  (a sliding-window layer's last W tokens only). The phase's bytes are the busiest replica's
+  times the replicas that hold a sequence (idle replicas move nothing).
 - Weights and KV cache are bf16 (2 bytes). KV heads split across tp (replicated beyond the
   number of KV heads; a latent-attention cache is replicated).
 - Weight sync: the trainer's bf16 weights all-gathered onto every GPU, hierarchically: the part
@@ -22,15 +24,17 @@ import math
 
 import numpy as np
 
-from .flops import (attention_flops_per_pair, decode_flops, matmul_weights_per_token,
-                    prefill_flops)
+from ..checks import check_int, check_real_array
+from .flops import (attended_keys, attention_flops_per_pair, attention_pairs, causal_pairs,
+                    decode_flops, matmul_weights_per_token, prefill_flops)
 from .hardware import HardwareSpec
-from .memory import kv_cache_bytes_per_token, kv_cache_split
+from .memory import kv_cache_bytes, kv_cache_bytes_per_token, kv_cache_split
 from .model import ModelConfig
 from .phase import PhaseEstimate
 from .roofline import params_read_per_step
 
-__all__ = ["rollout_tp", "rollout_phases", "decode_step_s", "prefill_s", "weight_sync_s"]
+__all__ = ["rollout_tp", "rollout_phases", "decode_step_s", "prefill_s", "weight_sync_s",
+           "mean_decode_context"]
 
 
 def rollout_tp(model: ModelConfig, hw: HardwareSpec, gpus: int, kv_share: float = 0.3) -> int:
@@ -59,13 +63,14 @@ def rollout_phases(actor: ModelConfig, hw: HardwareSpec, *, prefill_prompts: int
     # prefill: the busiest replica prefills ceil(prompts / replicas) prompts
     per_rep = math.ceil(prefill_prompts / replicas)
     pf_rep = prefill_flops(actor, [prompt_len] * per_rep)
-    pf_bytes = w_bytes + per_rep * prompt_len * kv_tok
+    pf_kv = per_rep * kv_cache_bytes(actor, prompt_len)     # a window keeps its last W tokens
+    pf_bytes = w_bytes + pf_kv
     pf_t = prefill_s(actor, hw, prompts=per_rep, prompt_len=prompt_len, **rates)
     prefill = PhaseEstimate(
         "rollout_prefill", "actor", prefill_flops(actor, [prompt_len] * prefill_prompts),
         min(replicas, prefill_prompts) * pf_bytes, pf_t,
         "compute" if pf_rep / pf_bytes >= peak / bw else "memory",
-        {**engine, "KV cache": per_rep * prompt_len * kv_tok / kv_div})
+        {**engine, "KV cache": pf_kv / kv_div})
     # decode: the busiest replica's batch, step by step (1-D over steps: memory O(R))
     desc = np.sort(lengths)[::-1]
     deal = np.arange(desc.size) % replicas                    # longest first, round-robin
@@ -74,15 +79,17 @@ def rollout_phases(actor: ModelConfig, hw: HardwareSpec, *, prefill_prompts: int
     steps = int(ordered[-1]) - 1
     j = np.arange(1, steps + 1, dtype=np.float64)
     active = ordered.size - np.searchsorted(ordered, j, side="right")    # still running
-    ctx = active * (prompt_len + j)                           # keys read, summed over the batch
+    ctx = active * attended_keys(actor, prompt_len + j)       # keys read, summed over the batch
     step_flops = (active * 2.0 * matmul_weights_per_token(actor)
                   + attention_flops_per_pair(actor) * ctx)
     step_bytes = 2.0 * params_read_per_step(actor, active) + kv_tok * ctx
     step_t = decode_step_s(actor, hw, batch=active, context=prompt_len + j, **rates)
     mem_bound = (step_bytes / bw).sum() >= (step_flops / peak).sum()
-    kv_peak = kv_tok * float((prompt_len + busiest).sum()) / kv_div
+    kv_peak = kv_tok * float(attended_keys(actor, prompt_len + busiest).sum()) / kv_div
+    # every replica that holds a sequence moves the busiest one's bytes; idle ones move none
     decode = PhaseEstimate("rollout_decode", "actor", decode_flops(actor, prompt_len, lengths),
-                           float(step_bytes.sum()) * replicas, float(step_t.sum()),
+                           float(step_bytes.sum()) * min(replicas, desc.size),
+                           float(step_t.sum()),
                            "memory" if steps == 0 or mem_bound else "compute",
                            {**engine, "KV cache": kv_peak})
     return prefill, decode
@@ -93,11 +100,14 @@ def decode_step_s(actor: ModelConfig, hw: HardwareSpec, *, batch, context, tp: i
                   dtype: str = "bf16"):
     """Seconds of one decode step of ``batch`` sequences whose caches hold ``context`` tokens
     each, on a replica of ``tp`` GPUs (ints or arrays, broadcast):
-    max(b (2 N_mm + a c) / (tp peak e_t), (2 N_read(b) + b c kv) / (tp bw e_d)), with N_mm the
-    matrix weights, a the attention FLOPs per key (:func:`~rlmperf_lite.cost.flops.decode_flops`),
+    max(b (2 N_mm + a c) / (tp peak e_t), (2 N_read(b) + b c kv) / (tp bw e_d)), with c the
+    keys a query reads (``context``, capped by sliding windows:
+    :func:`~rlmperf_lite.cost.flops.attended_keys`), N_mm the matrix weights, a the attention
+    FLOPs per key (:func:`~rlmperf_lite.cost.flops.decode_flops`),
     N_read(b) the weights a batch of b touches
     (:func:`~rlmperf_lite.cost.roofline.params_read_per_step`), kv the bytes per cached token."""
-    b, c = np.asarray(batch, dtype=np.float64), np.asarray(context, dtype=np.float64)
+    b = np.asarray(batch, dtype=np.float64)
+    c = attended_keys(actor, np.asarray(context, dtype=np.float64))     # window-capped
     flops = b * (2.0 * matmul_weights_per_token(actor) + attention_flops_per_pair(actor) * c)
     moved = 2.0 * params_read_per_step(actor, b) + b * c * kv_cache_bytes_per_token(actor)
     with np.errstate(over="ignore"):        # a tiny efficiency: inf, refused by the estimate
@@ -110,9 +120,10 @@ def prefill_s(actor: ModelConfig, hw: HardwareSpec, *, prompts: int, prompt_len:
               dtype: str = "bf16") -> float:
     """Seconds to prefill ``prompts`` prompts of ``prompt_len`` tokens as one batch on a replica
     of ``tp`` GPUs: max(F / (tp peak e_t), (2 N + prompts P kv) / (tp bw e_d)), the weights read
-    once for the batch and each prompt's KV cache written."""
+    once for the batch and each prompt's KV cache written (a sliding-window layer's last W
+    tokens of it, :func:`~rlmperf_lite.cost.memory.kv_cache_bytes`)."""
     flops = prefill_flops(actor, [prompt_len] * prompts)
-    moved = 2.0 * actor.num_params() + prompts * prompt_len * kv_cache_bytes_per_token(actor)
+    moved = 2.0 * actor.num_params() + prompts * kv_cache_bytes(actor, prompt_len)
     return max(flops / (tp * hw.peak(dtype) * train_efficiency),
                moved / (tp * hw.hbm_bandwidth_bytes_per_s * decode_efficiency))
 
@@ -130,3 +141,37 @@ def weight_sync_s(weight_bytes: float, hw: HardwareSpec, gpus: int) -> float:
         inter = hw.inter_node_bandwidth_bytes_per_s or intra
         t += weight_bytes * (1 - 1 / nodes) / (per_node * inter)
     return t
+
+
+def mean_decode_context(prompt_len: int, lengths, weights=None, *, model=None) -> float:
+    """Tokens in a running sequence's KV cache, averaged over every (sequence, iteration) of a
+    decode in which a sequence of R tokens runs R iterations holding P, P + 1, ..., P + R - 1
+    tokens: sum_i w_i (R_i P + R_i (R_i - 1) / 2) / sum_i w_i R_i = P + (E[R^2] / E[R] - 1) / 2.
+
+    Long responses run longer, so the mean is length-biased: P + E[R^2] / (2 E[R]) - 1/2, not
+    P + E[R] / 2 (they agree only when every length is the same). ``lengths`` are samples
+    (``weights`` None) or the support of a distribution with probabilities ``weights``. With
+    ``model``, the cache each layer keeps is capped at its sliding window: the mean of
+    :func:`~rlmperf_lite.cost.flops.attended_keys`, from the closed-form sums
+    :func:`~rlmperf_lite.cost.flops.causal_pairs`. ``prompt_len + 1`` gives the mean keys the
+    new token attends (the cache plus itself).
+
+    Raises:
+        ValueError: naming ``prompt_len`` (< 0), ``lengths`` (not whole numbers >= 1) or
+            ``weights`` (negative, all zero, or not one per length).
+    """
+    check_int("prompt_len", prompt_len, 0)
+    R = check_real_array("lengths", lengths, max_ndim=2, low=1).reshape(-1)
+    if np.any(R != np.round(R)):
+        raise ValueError(f"lengths must be whole numbers of tokens, got {lengths!r}")
+    w = np.ones_like(R) if weights is None else \
+        check_real_array("weights", weights, max_ndim=2, low=0).reshape(-1)
+    if w.shape != R.shape or not w.sum() > 0:
+        raise ValueError(f"weights must be one non-negative weight per length, not all zero; "
+                         f"got {w.size} for {R.size} lengths")
+    # sum_{k=1}^{R} keys(P + k - 1) = S(P + R - 1) - S(P - 1), S(n) = sum_{c=1}^{n} keys(c)
+    if model is None:
+        held = causal_pairs(prompt_len + R - 1) - causal_pairs(prompt_len - 1)
+    else:
+        held = attention_pairs(model, prompt_len + R - 1) - attention_pairs(model, prompt_len - 1)
+    return float((w * held).sum() / (w * R).sum())

@@ -18,9 +18,9 @@ Model FLOPs utilisation (Chowdhery et al. 2022, PaLM, Appendix B): the FLOPs the
 from __future__ import annotations
 
 from ..checks import check_int, check_number
-from .flops import attention_flops_per_pair, check_model, matmul_weights_per_token
+from .flops import attended_keys, attention_flops_per_pair, check_model, matmul_weights_per_token
 from .hardware import HardwareSpec
-from .memory import kv_cache_bytes_per_token
+from .memory import kv_cache_bytes
 from .model import ModelConfig
 
 __all__ = ["roofline_time", "decode_step_bytes", "decode_step_flops", "mfu",
@@ -62,7 +62,8 @@ def roofline_time(flops: float, bytes_moved: float, hardware: HardwareSpec, *,
 def decode_step_flops(model: ModelConfig, batch: int, context: int) -> float:
     """FLOPs of one decode step for ``batch`` sequences whose caches hold ``context`` tokens:
     per sequence 2 x the matrix weights + attention over the context and the new token itself
-    (context + 1 keys, as in :func:`rlmperf_lite.cost.decode_flops`).
+    (context + 1 keys, as in :func:`rlmperf_lite.cost.decode_flops`; a sliding-window layer
+    min(context + 1, W) of them, :func:`~rlmperf_lite.cost.flops.attended_keys`).
 
     Raises:
         ValueError: a non-ModelConfig model, ``batch`` < 1 or ``context`` < 0."""
@@ -70,7 +71,7 @@ def decode_step_flops(model: ModelConfig, batch: int, context: int) -> float:
     check_int("batch", batch, 1)
     check_int("context", context, 0)
     return float(batch * (2 * matmul_weights_per_token(m)
-                          + attention_flops_per_pair(m) * (context + 1)))
+                          + attention_flops_per_pair(m) * attended_keys(m, context + 1)))
 
 
 def params_read_per_step(model: ModelConfig, batch):
@@ -91,7 +92,9 @@ def decode_step_bytes(model: ModelConfig, batch: int, context: int, *, weight_by
     """Bytes one decode step reads from device memory: every weight once (for MoE, the experts
     a batch of that size is expected to touch,
     :func:`~rlmperf_lite.cost.roofline.params_read_per_step`), plus each sequence's KV cache of
-    ``context`` tokens. Activations are small next to both and left out.
+    ``context`` tokens (a sliding-window layer's last W of them,
+    :func:`~rlmperf_lite.cost.memory.kv_cache_bytes`). Activations are small next to both and
+    left out.
 
     Raises:
         ValueError: naming a bad model, batch, context, weight_bytes or kv_dtype_bytes."""
@@ -101,7 +104,7 @@ def decode_step_bytes(model: ModelConfig, batch: int, context: int, *, weight_by
     check_int("weight_bytes", weight_bytes, 1)
     check_int("kv_dtype_bytes", kv_dtype_bytes, 1)
     params = params_read_per_step(m, batch)
-    kv = batch * context * kv_cache_bytes_per_token(m, kv_dtype_bytes)
+    kv = batch * kv_cache_bytes(m, context, kv_dtype_bytes)
     return float(params * weight_bytes + kv)
 
 

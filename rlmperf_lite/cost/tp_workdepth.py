@@ -332,7 +332,8 @@ def tp_decode_workdepth(model, hardware, tp: int, *, sequences: int = 512, gpus:
                          f"gpus={gpus}")
     rates = _decode_rates(train_efficiency, decode_efficiency, dtype)
     b = math.ceil(sequences / (gpus // tp))                          # sequences per replica
-    mem = inference_memory_per_gpu(m, tp, kv_tokens=b * (prompt_len + response_len))
+    mem = inference_memory_per_gpu(m, tp, kv_tokens=b * (prompt_len + response_len),
+                                   sequences=b)
     ctx = prompt_len + np.arange(1, response_len)                    # (R - 1,) contexts
     at_b = decode_step_s(m, hw, batch=b, context=ctx, tp=tp, **rates)
     alone = decode_step_s(m, hw, batch=1, context=ctx, tp=tp, **rates)

@@ -10,7 +10,10 @@
   iteration's roofline
   (:func:`~rlmperf_lite.cost.decode_step_bytes`, ``decode_step_flops``): the weights read
   once (for MoE, the experts the replica's expected batch touches), each sequence's KV cache
-  at the mean context (prompt + half the mean response), each sequence's FLOPs.
+  at the time-averaged context of a running sequence under the workload's length
+  distribution, P + (E[R^2] / E[R] - 1) / 2 — length-biased, as long responses run longer
+  (:func:`~rlmperf_lite.cost.rollout.mean_decode_context`; capped by sliding windows) — and
+  each sequence's FLOPs at that context.
 - Weight sync: :func:`~rlmperf_lite.cost.reshard_time_s` from an FSDP (ZeRO-3) trainer over
   the training GPUs to the engine's tp, colocated or disaggregated.
 """
@@ -21,10 +24,12 @@ import math
 import numpy as np
 
 from ..checks import check_choice, check_int, check_number
-from ..cost import (ParallelPlan, decode_step_bytes, decode_step_flops, estimate_rl_step,
-                    kv_cache_bytes_per_token, model_state_bytes, reshard_time_s,
+from ..cost import (ParallelPlan, decode_step_bytes, estimate_rl_step, kv_cache_bytes_per_token,
+                    matmul_weights_per_token, model_state_bytes, reshard_time_s,
                     resolve_hardware, resolve_model)
-from ..cost.rollout import rollout_tp
+from ..cost.flops import attention_flops_per_pair
+from ..cost.memory import kv_cache_bytes
+from ..cost.rollout import mean_decode_context, rollout_tp
 from .system import CPU, ROLES, Engine, PhaseCost, RLSystem
 from .workload import Workload
 
@@ -61,7 +66,7 @@ def engine_from_cost(actor, hardware, workload: Workload, rollout_gpus: int, *,
         check_number(label, v, low=0, high=1, low_open=True)
     check_number("kv_memory_share", kv_memory_share, low=0, high=1, low_open=True)
     tp = rollout_tp(actor, hw, rollout_gpus)
-    kv_seq = kv_cache_bytes_per_token(actor) * (workload.prompt_len + workload.mean_response_len)
+    kv_seq = kv_cache_bytes(actor, workload.prompt_len + workload.mean_response_len)
     room = kv_memory_share * hw.hbm_bytes * tp - 2.0 * actor.num_params()
     if room < kv_seq:
         raise ValueError(f"{actor.name} on {tp} x {hw.name} leaves no KV room for one sequence "
@@ -69,11 +74,14 @@ def engine_from_cost(actor, hardware, workload: Workload, rollout_gpus: int, *,
                          f"raise kv_memory_share or use a larger hardware")
     slots = max(1, min(max_num_seqs, int(room // kv_seq)))
     batch = min(slots, math.ceil(workload.samples_per_step / (rollout_gpus // tp)))
-    ctx = int(workload.prompt_len + workload.mean_response_len / 2)
+    # time-averaged over running sequences: cached tokens, and keys the new token attends
+    lengths, probs = workload.length_pmf()
+    held = mean_decode_context(workload.prompt_len, lengths, probs, model=actor)
+    keys = mean_decode_context(workload.prompt_len + 1, lengths, probs, model=actor)
     bw = hw.hbm_bandwidth_bytes_per_s * tp * decode_efficiency
     weights = decode_step_bytes(actor, batch, 0)        # MoE: the experts that batch touches
-    kv = (decode_step_bytes(actor, batch, ctx) - weights) / batch
-    flops = decode_step_flops(actor, 1, ctx)
+    kv = kv_cache_bytes_per_token(actor) * held         # decode_step_bytes' KV term per sequence
+    flops = 2.0 * matmul_weights_per_token(actor) + attention_flops_per_pair(actor) * keys
     return Engine(decode_base_s=weights / bw, decode_per_seq_s=kv / bw,
                   decode_compute_per_seq_s=flops / (hw.peak("bf16") * tp * train_efficiency),
                   tp=tp, slots=slots)

@@ -9,6 +9,7 @@ numbers).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,3 +77,18 @@ class Workload:
         mu = np.log(self.mean_response_len) - self.length_sigma ** 2 / 2
         draws = rng.lognormal(mu, self.length_sigma, size=shape)          # (n_groups, G)
         return np.clip(np.round(draws), 1, self.max_response_len).astype(np.int64)
+
+    def length_pmf(self) -> tuple:
+        """(lengths, probabilities) of the distribution :meth:`response_lengths` draws from:
+        the log-normal rounded to whole tokens and cut to [1, max_response_len], so
+        P(n) = F(n + 1/2) - F(n - 1/2) inside, with the tails piled on 1 and on the budget
+        (F the log-normal's CDF, Phi((ln x - mu) / sigma)); one point for a fixed length.
+        Shapes (n,), (n,); the probabilities sum to 1."""
+        if self.dist == "fixed" or self.length_sigma == 0:
+            return np.array([int(round(self.mean_response_len))]), np.ones(1)
+        mu = np.log(self.mean_response_len) - self.length_sigma ** 2 / 2
+        edges = np.arange(1, self.max_response_len) + 0.5                # (n - 1,) n + 1/2
+        z = (np.log(edges) - mu) / (self.length_sigma * math.sqrt(2.0))
+        cdf = 0.5 * (1.0 + np.frompyfunc(math.erf, 1, 1)(z).astype(np.float64))
+        probs = np.diff(np.concatenate([[0.0], cdf, [1.0]]))             # (n,)
+        return np.arange(1, self.max_response_len + 1), probs
