@@ -17,8 +17,8 @@ LM head, as Narayanan et al. 2021 (arXiv 2104.04473) count in Eq. 3, which
 
 A sliding-window layer (``ModelConfig.sliding_window``, Mistral, Gemma's local layers) lets
 position i attend min(i + 1, W) keys, so a causal pass over n > W positions has W (W + 1) / 2 +
-(n - W) W pairs in it (:func:`causal_pairs`), averaged over the layers' pattern by
-:func:`attention_pairs`; ``causal=False`` ignores windows (every pair).
+(n - W) W pairs in it (``causal_pairs``), averaged over the layers' pattern by
+``attention_pairs``; ``causal=False`` ignores windows (every pair).
 
 Multi-head latent attention (DeepSeek-V3) is counted in its training form (keys and values
 decompressed per head); inference engines that absorb the decompression into the queries do
@@ -140,7 +140,7 @@ def attended_keys(model: ModelConfig, context):
 
 def attention_pairs(model: ModelConfig, seq_lens):
     """Query-key pairs of a causal pass over sequences of ``seq_lens`` positions, per
-    sequence, averaged over the layers: (1/L) sum_l :func:`causal_pairs` (n, W_l)."""
+    sequence, averaged over the layers: (1/L) sum_l ``causal_pairs`` (n, W_l)."""
     m = check_model(model)
     return sum(k * causal_pairs(seq_lens, w) for w, k in _window_groups(m)) \
         / m.num_hidden_layers
@@ -149,7 +149,7 @@ def attention_pairs(model: ModelConfig, seq_lens):
 def forward_flops(model: ModelConfig, seq_lens, *, causal: bool = True,
                   lm_head: str = "all") -> float:
     """Forward FLOPs of a batch of sequences of the given lengths (causal: a sliding-window
-    layer's pairs are :func:`causal_pairs` with its window).
+    layer's pairs are ``causal_pairs`` with its window).
 
     Args:
         lm_head: ``"all"`` (logits at every position, as training and log-prob passes need),
@@ -182,7 +182,7 @@ def decode_flops(model: ModelConfig, prompt_lens, response_lens) -> float:
     """FLOPs of generating ``response_lens`` tokens after prompts of ``prompt_lens``: the first
     token comes from the prefill's logits, then R - 1 decode steps, step j running one token
     through every weight and attending to the P + j cached keys and values (a sliding-window
-    layer to min(P + j, W) of them, :func:`attended_keys`).
+    layer to min(P + j, W) of them, ``attended_keys``).
 
     Raises:
         ValueError: lengths that are not whole numbers (prompts >= 1, responses >= 0), or

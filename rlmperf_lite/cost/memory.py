@@ -38,7 +38,7 @@
   latent attention caches one compressed vector of kv_lora_rank + qk_rope_head_dim per layer. A
   sliding-window layer keeps only its last W tokens (Mistral's rolling buffer cache, Jiang et
   al. 2023, arXiv 2310.06825, §2; vLLM frees the blocks that slid out), so a sequence of c
-  tokens holds kv_per_token x (1/L) sum_l min(c, W_l) bytes (:func:`kv_cache_bytes`).
+  tokens holds kv_per_token x (1/L) sum_l min(c, W_l) bytes (``kv_cache_bytes``).
 """
 from __future__ import annotations
 
@@ -221,7 +221,7 @@ def lm_head_activation_bytes(model: ModelConfig, seq_len: int, micro_batch: int,
 def kv_cache_bytes_per_token(model: ModelConfig, dtype_bytes: int = 2) -> int:
     """Bytes the KV cache holds per token of context: 2 L KV_heads head_dim dtype_bytes (MLA:
     L (kv_lora_rank + qk_rope_head_dim) dtype_bytes) — every layer's share, i.e. per token
-    while the context is within every sliding window (beyond it: :func:`kv_cache_bytes`).
+    while the context is within every sliding window (beyond it: ``kv_cache_bytes``).
 
     Raises:
         ValueError: a non-ModelConfig model or a non-positive ``dtype_bytes``.

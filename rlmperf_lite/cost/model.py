@@ -76,7 +76,7 @@ class ModelConfig:
     """Extra rows of a learned position table (OPT stores max_position_embeddings + 2)."""
     name: str = "custom"
     sliding_window: int | None = None
-    """W, the keys a sliding-window layer attends: the query and the W - 1 positions before it
+    """The keys a sliding-window layer attends, W = the query and the W - 1 positions before it
     (HF ``sliding_window``, its mask ``kv_idx > q_idx - sliding_window`` in
     ``masking_utils.sliding_window_overlay``; Mistral's rolling cache of W tokens, Jiang et al.
     2023, arXiv 2310.06825, §2); None = full attention in every layer."""

@@ -249,7 +249,7 @@ def inference_memory_per_gpu(model: ModelConfig, tp: int = 1, pp: int = 1, kv_to
                              sequences: int = 1) -> InferenceMemory:
     """Weights / (tp pp) plus the KV cache of ``kv_tokens`` tokens (summed over the
     ``sequences`` sequences the replica holds, kv_tokens / sequences each; a sliding-window
-    layer keeps the last W of each, :func:`~rlmperf_lite.cost.memory.kv_cache_bytes`) split by
+    layer keeps the last W of each, ``kv_cache_bytes``) split by
     pp and by min(tp, KV heads) — KV heads replicated beyond tp = KV heads, a latent (MLA)
     cache on every rank (Kwon et al. 2023, vLLM, §3 for the per-token size; book section
     :ref:`sec-rollout-layout`).

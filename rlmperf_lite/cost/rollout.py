@@ -102,8 +102,8 @@ def decode_step_s(actor: ModelConfig, hw: HardwareSpec, *, batch, context, tp: i
     each, on a replica of ``tp`` GPUs (ints or arrays, broadcast):
     max(b (2 N_mm + a c) / (tp peak e_t), (2 N_read(b) + b c kv) / (tp bw e_d)), with c the
     keys a query reads (``context``, capped by sliding windows:
-    :func:`~rlmperf_lite.cost.flops.attended_keys`), N_mm the matrix weights, a the attention
-    FLOPs per key (:func:`~rlmperf_lite.cost.flops.decode_flops`),
+    ``attended_keys``), N_mm the matrix weights, a the attention
+    FLOPs per key (``decode_flops``),
     N_read(b) the weights a batch of b touches
     (:func:`~rlmperf_lite.cost.roofline.params_read_per_step`), kv the bytes per cached token."""
     b = np.asarray(batch, dtype=np.float64)
@@ -121,7 +121,7 @@ def prefill_s(actor: ModelConfig, hw: HardwareSpec, *, prompts: int, prompt_len:
     """Seconds to prefill ``prompts`` prompts of ``prompt_len`` tokens as one batch on a replica
     of ``tp`` GPUs: max(F / (tp peak e_t), (2 N + prompts P kv) / (tp bw e_d)), the weights read
     once for the batch and each prompt's KV cache written (a sliding-window layer's last W
-    tokens of it, :func:`~rlmperf_lite.cost.memory.kv_cache_bytes`)."""
+    tokens of it, ``kv_cache_bytes``)."""
     flops = prefill_flops(actor, [prompt_len] * prompts)
     moved = 2.0 * actor.num_params() + prompts * kv_cache_bytes(actor, prompt_len)
     return max(flops / (tp * hw.peak(dtype) * train_efficiency),
@@ -152,8 +152,8 @@ def mean_decode_context(prompt_len: int, lengths, weights=None, *, model=None) -
     P + E[R] / 2 (they agree only when every length is the same). ``lengths`` are samples
     (``weights`` None) or the support of a distribution with probabilities ``weights``. With
     ``model``, the cache each layer keeps is capped at its sliding window: the mean of
-    :func:`~rlmperf_lite.cost.flops.attended_keys`, from the closed-form sums
-    :func:`~rlmperf_lite.cost.flops.causal_pairs`. ``prompt_len + 1`` gives the mean keys the
+    ``attended_keys``, from the closed-form sums
+    ``causal_pairs``. ``prompt_len + 1`` gives the mean keys the
     new token attends (the cache plus itself).
 
     Raises:

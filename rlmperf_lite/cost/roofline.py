@@ -62,8 +62,8 @@ def roofline_time(flops: float, bytes_moved: float, hardware: HardwareSpec, *,
 def decode_step_flops(model: ModelConfig, batch: int, context: int) -> float:
     """FLOPs of one decode step for ``batch`` sequences whose caches hold ``context`` tokens:
     per sequence 2 x the matrix weights + attention over the context and the new token itself
-    (context + 1 keys, as in :func:`rlmperf_lite.cost.decode_flops`; a sliding-window layer
-    min(context + 1, W) of them, :func:`~rlmperf_lite.cost.flops.attended_keys`).
+    (context + 1 keys, as in ``decode_flops``; a sliding-window layer
+    min(context + 1, W) of them, ``attended_keys``).
 
     Raises:
         ValueError: a non-ModelConfig model, ``batch`` < 1 or ``context`` < 0."""
@@ -93,7 +93,7 @@ def decode_step_bytes(model: ModelConfig, batch: int, context: int, *, weight_by
     a batch of that size is expected to touch,
     :func:`~rlmperf_lite.cost.roofline.params_read_per_step`), plus each sequence's KV cache of
     ``context`` tokens (a sliding-window layer's last W of them,
-    :func:`~rlmperf_lite.cost.memory.kv_cache_bytes`). Activations are small next to both and
+    ``kv_cache_bytes``). Activations are small next to both and
     left out.
 
     Raises:

@@ -12,7 +12,7 @@
   once (for MoE, the experts the replica's expected batch touches), each sequence's KV cache
   at the time-averaged context of a running sequence under the workload's length
   distribution, P + (E[R^2] / E[R] - 1) / 2 — length-biased, as long responses run longer
-  (:func:`~rlmperf_lite.cost.rollout.mean_decode_context`; capped by sliding windows) — and
+  (``mean_decode_context``; capped by sliding windows) — and
   each sequence's FLOPs at that context.
 - Weight sync: :func:`~rlmperf_lite.cost.reshard_time_s` from an FSDP (ZeRO-3) trainer over
   the training GPUs to the engine's tp, colocated or disaggregated.

@@ -79,7 +79,7 @@ class Workload:
         return np.clip(np.round(draws), 1, self.max_response_len).astype(np.int64)
 
     def length_pmf(self) -> tuple:
-        """(lengths, probabilities) of the distribution :meth:`response_lengths` draws from:
+        """(lengths, probabilities) of the distribution ``response_lengths`` draws from:
         the log-normal rounded to whole tokens and cut to [1, max_response_len], so
         P(n) = F(n + 1/2) - F(n - 1/2) inside, with the tails piled on 1 and on the budget
         (F the log-normal's CDF, Phi((ln x - mu) / sigma)); one point for a fixed length.
