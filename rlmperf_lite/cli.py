@@ -7,7 +7,7 @@
     rlmperf workdepth [--num-layers L ...] [--json]        # the toy model, FLOPs and rounds
     rlmperf workdepth --model qwen2.5-7b --hardware h100 --gpus 64 ... [--json]   # seconds
     rlmperf estimate --model qwen2.5-7b --hardware h100 --algo grpo --prompts 32 \
-        --group-size 16 --prompt-len 512 --response-len 4096 --gpus 64 [--json]
+        --group-size 16 --prompt-len 512 --response-len 4096 --gpus 64 [--rollout-tp 2] [--json]
 
 ``train --json`` prints one JSON object per step, then a summary object on the last line with
 ``final_reward_mean`` (batch mean reward of the last step), ``eval_accuracy`` (greedy decoding on
@@ -178,6 +178,8 @@ def _workdepth(args) -> int:
 def _estimate(args) -> int:
     from .cost import estimate_rl_step
     kwargs = _step_inputs(args)
+    if args.rollout_tp is not None:                 # else the smallest replica that fits
+        kwargs["rollout_tp"] = args.rollout_tp
     est = estimate_rl_step(args.algo, **kwargs)
     if args.json:
         return _print_json(args, kwargs, est.as_dict())
@@ -220,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="FLOPs, bytes, time and memory of one RL step on real GPUs",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     _step_flags(es, defaults=True)
+    es.add_argument("--rollout-tp", type=int, default=None,
+                    help="GPUs per inference replica, a power of two dividing --gpus and the "
+                         "heads (default: the smallest whose HBM holds the weights)")
     es.add_argument("--json", action="store_true")
     es.set_defaults(func=_estimate)
     return parser

@@ -35,7 +35,8 @@ from .flops import ADAMW_FLOPS_PER_PARAM, forward_flops
 from .hardware import resolve_hardware
 from .memory import activation_bytes_per_layer, lm_head_activation_bytes, model_state_bytes
 from .phase import PhaseEstimate, PhaseSequence
-from .rollout import rollout_phases, rollout_tp, weight_sync_s
+from .rollout import check_rollout_tp, rollout_phases, weight_sync_s
+from .rollout import rollout_tp as smallest_rollout_tp
 from .presets import resolve_model
 from .roofline import roofline_time
 
@@ -110,7 +111,8 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
                      prompt_len: int, response_len, gpus: int, critic=None, reference=None,
                      reward=None, kl_coef: float = 0.0, ppo_epochs: int = 1,
                      recompute_old_logprobs: bool = True, train_efficiency: float = 1.0,
-                     decode_efficiency: float = 1.0, dtype: str = "bf16") -> RLStepEstimate:
+                     decode_efficiency: float = 1.0, dtype: str = "bf16",
+                     rollout_tp: int | None = None) -> RLStepEstimate:
     """Per-phase FLOPs, bytes, time and memory of one RL step (see the module docstring).
 
     Args:
@@ -126,6 +128,8 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         recompute_old_logprobs: an extra actor forward for the "old" log-probs, as verl and
             OpenRLHF do (False: taken from the sampler, as the book's toy loops do).
         dtype: "bf16" or "fp16" (the peak; weights and KV cache are 2 bytes).
+        rollout_tp: GPUs per replica, None (the smallest that fits) or one of
+            ``rollout_tp_choices``; decode steps add their all-reduces (``decode_tp_comm``).
     Returns :class:`RLStepEstimate`; raises ValueError naming any bad argument (sizes, lengths,
     efficiencies outside (0, 1], ``gpus`` not a multiple of the rollout replica, ...).
     """
@@ -140,10 +144,7 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         raise ValueError(f"prompt_len + response_len = {int(T.max())} exceeds the actor's "
                          f"max_position_embeddings={actor.max_position_embeddings}")
     models = _step_models(algo, actor, critic, reference, reward, kl_coef)
-    tp = rollout_tp(actor, hw, gpus)
-    if gpus % tp:
-        raise ValueError(f"gpus={gpus} is not a multiple of the rollout replica size tp={tp} "
-                         f"({actor.name} needs {tp} {hw.name} per replica)")
+    tp = _replica_tp(actor, hw, gpus, rollout_tp)
     resident = sum(model_state_bytes(m.num_params(), trainable=k in ("actor", "critic"))
                    for k, m in models.items()) / gpus
     # PPO samples one completion for each of its B G prompts; the GRPO family G per prompt
@@ -164,8 +165,20 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
                   reference=reference, reward=reward, kl_coef=kl_coef, ppo_epochs=ppo_epochs,
                   recompute_old_logprobs=recompute_old_logprobs,
                   train_efficiency=train_efficiency, decode_efficiency=decode_efficiency,
-                  dtype=dtype)
+                  dtype=dtype, rollout_tp=rollout_tp)
     return RLStepEstimate(algo, hw.name, gpus, tp, tuple(phases), fits, overflow, inputs)
+
+
+def _replica_tp(actor, hw, gpus: int, rollout_tp) -> int:
+    """The engine's tp: ``rollout_tp`` checked, or the smallest that fits (dividing ``gpus``)."""
+    if rollout_tp is not None:
+        check_rollout_tp("rollout_tp", rollout_tp, actor, hw, gpus)
+        return rollout_tp
+    tp = smallest_rollout_tp(actor, hw, gpus)
+    if gpus % tp:
+        raise ValueError(f"gpus={gpus} is not a multiple of the rollout replica size tp={tp} "
+                         f"({actor.name} needs {tp} {hw.name} per replica)")
+    return tp
 
 
 def _check_step_args(algo, prompts, group_size, prompt_len, gpus, ppo_epochs, kl_coef,

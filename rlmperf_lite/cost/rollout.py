@@ -15,16 +15,31 @@ Modelling choices, stated once:
   times the replicas that hold a sequence (idle replicas move nothing).
 - Weights and KV cache are bf16 (2 bytes). KV heads split across tp (replicated beyond the
   number of KV heads; a latent-attention cache is replicated).
+- Tensor parallelism: a replica of tp > 1 GPUs all-reduces each layer's attention and MLP
+  outputs every decode step, after their row-parallel products (Shoeybi et al. 2019 §3), on
+  top of the step's roofline time (:func:`decode_tp_comm`). MoE layers count the same two (the
+  experts split by tp); expert-parallel all-to-alls are out of scope. We cost each as a ring,
+  2 (tp - 1) steps of alpha = 3.4 us, NCCL's NVLink ring Simple-protocol latency
+  (NVIDIA/nccl src/graph/tuning.cc, hwLat). Engines do better for these small messages: vLLM's
+  custom all-reduce (within a node, tp in 2, 4, 6, 8, under 8 MB) runs one-shot — every rank
+  reads its peers' buffers, one step — at tp 2 and below 512 KB (tp <= 4) or 256 KB (tp <= 8),
+  and two-shot (reduce-scatter, all-gather) above (vllm-project/vllm csrc/custom_all_reduce.cuh
+  ``allreduce``; vllm/distributed/device_communicators/custom_all_reduce.py ``max_size``);
+  NCCL's LL protocol hops in 0.47 us (the same table). So the ring is a conservative stand-in:
+  pass a measured ``latency_s``. Any power of two the model's heads and the node allow
+  (:func:`rollout_tp_choices`) may be chosen; the default is the smallest that fits.
 - Weight sync: the trainer's bf16 weights all-gathered onto every GPU, hierarchically: the part
   from other nodes over the node's network cards, the rest over NVLink.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_int, check_real_array
+from ..checks import check_int, check_number, check_real_array
+from .collective import NVLINK_HOP_LATENCY_S, collective_time_s
 from .flops import (attended_keys, attention_flops_per_pair, attention_pairs, causal_pairs,
                     decode_flops, matmul_weights_per_token, prefill_flops)
 from .hardware import HardwareSpec
@@ -33,7 +48,8 @@ from .model import ModelConfig
 from .phase import PhaseEstimate
 from .roofline import params_read_per_step
 
-__all__ = ["rollout_tp", "rollout_phases", "decode_step_s", "prefill_s", "weight_sync_s",
+__all__ = ["rollout_tp", "rollout_tp_choices", "check_rollout_tp", "DecodeTPComm",
+           "decode_tp_comm", "rollout_phases", "decode_step_s", "prefill_s", "weight_sync_s",
            "mean_decode_context"]
 
 
@@ -44,6 +60,108 @@ def rollout_tp(model: ModelConfig, hw: HardwareSpec, gpus: int, kv_share: float 
     while weights / tp > (1 - kv_share) * hw.hbm_bytes and tp * 2 <= min(hw.gpus_per_node, gpus):
         tp *= 2
     return tp
+
+
+def _tp_rule_broken(model: ModelConfig, hw: HardwareSpec, gpus: int, tp: int) -> str | None:
+    """The first rule ``tp`` breaks as a replica size of ``model`` on ``gpus`` GPUs, or None."""
+    smallest, top = rollout_tp(model, hw, gpus), min(hw.gpus_per_node, gpus)
+    if tp & (tp - 1):
+        return "a power of two"
+    if tp < smallest:
+        return f">= {smallest}, the smallest replica whose HBM holds the weights (rollout_tp)"
+    if tp > top:
+        return f"<= {top}, the GPUs of a node ({hw.gpus_per_node}) and of the pool ({gpus})"
+    if gpus % tp:
+        return f"a divisor of the pool's {gpus} GPUs"
+    # vLLM refuses heads that do not split evenly (ModelConfig.verify_with_parallel_config);
+    # its QKVParallelLinear splits the KV heads, or replicates them when tp exceeds them
+    if model.num_attention_heads % tp:
+        return f"a divisor of num_attention_heads={model.num_attention_heads}"
+    kv = model.kv_heads
+    if not model.is_mla and kv % tp and tp % kv:
+        return f"a divisor or a multiple of num_key_value_heads={kv}"
+    return None
+
+
+def rollout_tp_choices(model: ModelConfig, hw: HardwareSpec, gpus: int) -> tuple:
+    """The replica sizes an engine of ``model`` may use on ``gpus`` GPUs: powers of two from
+    :func:`rollout_tp` up to min(node, gpus) that divide ``gpus`` and split the heads
+    (:func:`check_rollout_tp`'s rules), smallest first; empty if none does."""
+    check_int("gpus", gpus, 1)
+    out, tp = [], rollout_tp(model, hw, gpus)
+    while tp <= min(hw.gpus_per_node, gpus):
+        if _tp_rule_broken(model, hw, gpus, tp) is None:
+            out.append(tp)
+        tp *= 2
+    return tuple(out)
+
+
+def check_rollout_tp(label: str, tp, model: ModelConfig, hw: HardwareSpec, gpus: int) -> None:
+    """ValueError naming ``label`` unless ``tp`` is an int replica size of ``model`` on ``gpus``
+    GPUs: a power of two, >= :func:`rollout_tp`, <= min(gpus per node, gpus), dividing ``gpus``
+    and ``num_attention_heads``, and dividing or a multiple of the KV heads (vLLM's rules)."""
+    check_int(label, tp, 1)
+    why = _tp_rule_broken(model, hw, gpus, tp)
+    if why is not None:
+        raise ValueError(f"{label}={tp} must be {why} for {model.name} on {gpus} x {hw.name}; "
+                         f"allowed: {rollout_tp_choices(model, hw, gpus) or 'none'}")
+
+
+@dataclass(frozen=True)
+class DecodeTPComm:
+    """One decode step's tensor-parallel all-reduces on a replica (:func:`decode_tp_comm`)."""
+
+    all_reduces: int
+    """2 L at tp > 1 (attention output, MLP output per layer), 0 at tp = 1."""
+    message_bytes: float
+    """b h A, the (b, h) activations each all-reduce sums."""
+    latency_s: float
+    """all_reduces x 2 (tp - 1) alpha: whatever the batch."""
+    bandwidth_s: float
+    """all_reduces x 2 (tp - 1) / tp x message_bytes / busbw: linear in the batch."""
+    batch: float
+    """b, the sequences the step decodes."""
+
+    @property
+    def total_s(self) -> float:
+        """Seconds the step's all-reduces add to its roofline time."""
+        return self.latency_s + self.bandwidth_s
+
+    @property
+    def per_seq_s(self) -> float:
+        """bandwidth_s per running sequence (0 for an empty batch)."""
+        return self.bandwidth_s / self.batch if self.batch else 0.0
+
+
+def decode_tp_comm(model: ModelConfig, hw: HardwareSpec, tp: int, batch: float = 1, *,
+                   activation_bytes: int = 2, latency_s: float = NVLINK_HOP_LATENCY_S,
+                   bandwidth_bytes_per_s: float | None = None) -> DecodeTPComm:
+    """One decode step's all-reduces on a replica of ``tp`` GPUs running ``batch`` sequences:
+    2 L ring all-reduces of S = b h A bytes, each 2 (tp - 1) alpha + 2 (tp - 1)/tp S / busbw
+    (:func:`~rlmperf_lite.cost.collective_time_s`; the module docstring says what engines run).
+    busbw defaults to the hardware's intra-node bandwidth.
+
+    Raises:
+        ValueError: naming ``tp``, ``batch``, ``activation_bytes``, ``latency_s`` or
+            ``bandwidth_bytes_per_s`` (or a hardware without an intra-node bandwidth at tp > 1).
+    """
+    check_int("tp", tp, 1)
+    check_number("batch", batch, low=0)
+    check_int("activation_bytes", activation_bytes, 1)
+    check_number("latency_s", latency_s, low=0)
+    S = float(batch) * model.hidden_size * activation_bytes                  # bytes, (b, h)
+    if tp == 1:
+        return DecodeTPComm(0, S, 0.0, 0.0, float(batch))
+    bw = hw.intra_node_bandwidth_bytes_per_s if bandwidth_bytes_per_s is None \
+        else bandwidth_bytes_per_s
+    if bw is None:
+        raise ValueError(f"hardware {hw.name!r} has no intra-node bandwidth; pass "
+                         f"bandwidth_bytes_per_s")
+    check_number("bandwidth_bytes_per_s", bw, low=0, low_open=True)
+    n = 2 * model.num_hidden_layers
+    latency = n * collective_time_s("all_reduce", 0.0, tp, bw, latency_s)   # the alpha part
+    bandwidth = n * collective_time_s("all_reduce", S, tp, bw)              # the beta part
+    return DecodeTPComm(n, S, latency, bandwidth, float(batch))
 
 
 def rollout_phases(actor: ModelConfig, hw: HardwareSpec, *, prefill_prompts: int,
@@ -83,7 +201,9 @@ def rollout_phases(actor: ModelConfig, hw: HardwareSpec, *, prefill_prompts: int
     step_flops = (active * 2.0 * matmul_weights_per_token(actor)
                   + attention_flops_per_pair(actor) * ctx)
     step_bytes = 2.0 * params_read_per_step(actor, active) + kv_tok * ctx
-    step_t = decode_step_s(actor, hw, batch=active, context=prompt_len + j, **rates)
+    comm = decode_tp_comm(actor, hw, tp)                     # 0 at tp = 1
+    step_t = (decode_step_s(actor, hw, batch=active, context=prompt_len + j, **rates)
+              + comm.latency_s + active * comm.per_seq_s)   # all-reduces after the roofline
     mem_bound = (step_bytes / bw).sum() >= (step_flops / peak).sum()
     kv_peak = kv_tok * float(attended_keys(actor, prompt_len + busiest).sum()) / kv_div
     # every replica that holds a sequence moves the busiest one's bytes; idle ones move none

@@ -46,7 +46,7 @@ from .parallel_memory import inference_memory_per_gpu, memory_per_gpu
 from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload
 from .parallel_step import train_step_time
 from .presets import resolve_model
-from .rollout import decode_step_s
+from .rollout import decode_step_s, decode_tp_comm
 from .workdepth_s import PhaseWorkDepth, StepTotals
 
 __all__ = ["TPWorkDepth", "tp_train_workdepth", "tp_decode_workdepth", "tp_comm_constant",
@@ -265,9 +265,9 @@ def tp_train_workdepth(model, hardware, plan: ParallelPlan, workload: TrainWorkl
 
 def _decode_all_reduces_s(m, hw, tp, batch, A, latency_s):
     """Seconds of one decode step's 2 L all-reduces of (batch, h) activations over tp."""
-    bw = _tp_bandwidth(hw, None) if tp > 1 else 1.0
-    return 2 * m.num_hidden_layers * collective_time_s(
-        "all_reduce", batch * m.hidden_size * A, tp, bw, latency_s)
+    if tp > 1:
+        _tp_bandwidth(hw, None)                 # this module's error for a missing bandwidth
+    return decode_tp_comm(m, hw, tp, batch, activation_bytes=A, latency_s=latency_s).total_s
 
 
 def _decode_rates(train_efficiency, decode_efficiency, dtype):

@@ -30,7 +30,7 @@ from .flops import forward_flops
 from .hardware import HardwareSpec
 from .phase import PhaseSequence
 from .presets import resolve_model
-from .rollout import decode_step_s, prefill_s
+from .rollout import decode_step_s, decode_tp_comm, prefill_s
 
 __all__ = ["PhaseWorkDepth", "StepTotals", "StepWorkDepth", "rl_step_workdepth_s",
            "back_of_envelope", "pram_processors", "per_version_depth", "H100_CLOCK_HZ"]
@@ -125,8 +125,10 @@ def _decode(actor, hw, P, R, replicas, rates) -> tuple:
     batch b per replica; the longest response's R - 1 steps each cost at least a step alone."""
     b = math.ceil(R.size / replicas)                            # sequences per replica
     ctx = P + np.arange(1, int(R.max()), dtype=np.float64)      # (R_max - 1,) contexts
-    at_b = decode_step_s(actor, hw, batch=b, context=ctx, **rates) / b
-    alone = decode_step_s(actor, hw, batch=1, context=ctx, **rates)
+    comm = decode_tp_comm(actor, hw, rates["tp"])              # the tp all-reduces, 0 at tp 1
+    at_b = (decode_step_s(actor, hw, batch=b, context=ctx, **rates)
+            + comm.latency_s + b * comm.per_seq_s) / b
+    alone = decode_step_s(actor, hw, batch=1, context=ctx, **rates) + comm.total_s
     prefix = np.concatenate([[0.0], np.cumsum(at_b)])           # prefix[k]: first k tokens
     work = rates["tp"] * float(prefix[(R - 1).astype(np.int64)].sum())
     return work, float(alone.sum()), b

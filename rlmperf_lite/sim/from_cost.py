@@ -4,7 +4,9 @@
 - Phases after generation: :func:`~rlmperf_lite.cost.estimate_rl_step`'s time of each phase
   for the workload's mean lengths, turned into GPU-seconds per token (its roofline time x GPUs
   / tokens; attention's growth with length is averaged out).
-- Engine: replicas of ``rollout_tp`` GPUs (the rollout model of :mod:`rlmperf_lite.cost`);
+- Engine: replicas of ``rollout_tp`` GPUs (the rollout model of :mod:`rlmperf_lite.cost`),
+  or of a chosen ``engine_tp`` (:func:`engine_tp_choices`; ``"best"``: :func:`best_engine_tp`),
+  each iteration paying the tp all-reduces (:func:`~rlmperf_lite.cost.rollout.decode_tp_comm`);
   ``slots`` = the sequences whose KV cache (at prompt + mean response tokens each) fits next
   to the weights in ``kv_memory_share`` of HBM, capped at ``max_num_seqs``. A decode
   iteration's roofline
@@ -28,12 +30,15 @@ from ..cost import (ParallelPlan, decode_step_bytes, estimate_rl_step, kv_cache_
                     matmul_weights_per_token, model_state_bytes, reshard_time_s,
                     resolve_hardware, resolve_model)
 from ..cost.flops import attention_flops_per_pair
-from ..cost.memory import kv_cache_bytes
-from ..cost.rollout import mean_decode_context, rollout_tp
+from ..cost.memory import kv_cache_bytes, kv_cache_split
+from ..cost.rollout import (check_rollout_tp, decode_tp_comm, mean_decode_context, rollout_tp,
+                            rollout_tp_choices)
+from .sync import generation_s
 from .system import CPU, ROLES, Engine, PhaseCost, RLSystem
 from .workload import Workload
 
-__all__ = ["PLACEMENTS", "engine_from_cost", "costs_from_cost", "system_from_cost"]
+__all__ = ["PLACEMENTS", "engine_tp_choices", "engine_from_cost", "costs_from_cost",
+           "system_from_cost", "best_engine_tp"]
 
 _PHASES = {"old_logprobs": "old_logp", "ref_logprobs": "ref_logp", "reward": "reward",
            "critic_values": "values", "actor_update": "actor_update",
@@ -48,15 +53,29 @@ def _inputs(actor, hardware, workload):
     return hw, actor
 
 
-def engine_from_cost(actor, hardware, workload: Workload, rollout_gpus: int, *,
-                     max_num_seqs: int = 256, kv_memory_share: float = 0.9,
-                     decode_efficiency: float = 0.6, train_efficiency: float = 0.4) -> Engine:
-    """The rollout :class:`~rlmperf_lite.sim.Engine` of ``actor`` on ``rollout_gpus`` GPUs of
-    ``hardware`` (see the module docstring).
+def engine_tp_choices(actor, hardware, gpus: int) -> tuple:
+    """The engine's replica sizes on a pool of ``gpus`` GPUs, smallest first: powers of two
+    from the smallest that fits (``rollout_tp``) up to min(gpus per node, gpus) that divide
+    ``gpus`` and the heads (:func:`~rlmperf_lite.cost.rollout.rollout_tp_choices`).
 
     Raises:
-        ValueError: naming a bad argument, or when the weights leave no room for one sequence's
-            KV cache.
+        ValueError: an unknown preset, or ``gpus`` < 1.
+    """
+    return rollout_tp_choices(resolve_model(actor, "actor"), resolve_hardware(hardware), gpus)
+
+
+def engine_from_cost(actor, hardware, workload: Workload, rollout_gpus: int, *,
+                     max_num_seqs: int = 256, kv_memory_share: float = 0.9,
+                     decode_efficiency: float = 0.6, train_efficiency: float = 0.4,
+                     tp: int | None = None) -> Engine:
+    """The rollout :class:`~rlmperf_lite.sim.Engine` of ``actor`` on ``rollout_gpus`` GPUs of
+    ``hardware`` (see the module docstring), in replicas of ``tp`` GPUs (None: the smallest
+    that fits, ``rollout_tp``; an int: one of :func:`engine_tp_choices`), whose iterations add
+    the tp all-reduces (:func:`~rlmperf_lite.cost.rollout.decode_tp_comm`).
+
+    Raises:
+        ValueError: naming a bad argument (``tp`` with the rule it breaks), or when the weights
+            leave no room for one sequence's KV cache.
     """
     hw, actor = _inputs(actor, hardware, workload)
     check_int("rollout_gpus", rollout_gpus, 1)
@@ -65,9 +84,15 @@ def engine_from_cost(actor, hardware, workload: Workload, rollout_gpus: int, *,
                      ("train_efficiency", train_efficiency)):
         check_number(label, v, low=0, high=1, low_open=True)
     check_number("kv_memory_share", kv_memory_share, low=0, high=1, low_open=True)
-    tp = rollout_tp(actor, hw, rollout_gpus)
+    if tp is None:
+        tp = rollout_tp(actor, hw, rollout_gpus)
+    else:
+        check_rollout_tp("tp", tp, actor, hw, rollout_gpus)
     kv_seq = kv_cache_bytes(actor, workload.prompt_len + workload.mean_response_len)
     room = kv_memory_share * hw.hbm_bytes * tp - 2.0 * actor.num_params()
+    if kv_cache_split(actor, tp) < tp:      # KV heads replicated beyond their count (or MLA)
+        room = (kv_memory_share * hw.hbm_bytes - 2.0 * actor.num_params() / tp) * \
+            kv_cache_split(actor, tp)
     if room < kv_seq:
         raise ValueError(f"{actor.name} on {tp} x {hw.name} leaves no KV room for one sequence "
                          f"of {workload.prompt_len + workload.mean_response_len:.0f} tokens; "
@@ -82,9 +107,11 @@ def engine_from_cost(actor, hardware, workload: Workload, rollout_gpus: int, *,
     weights = decode_step_bytes(actor, batch, 0)        # MoE: the experts that batch touches
     kv = kv_cache_bytes_per_token(actor) * held         # decode_step_bytes' KV term per sequence
     flops = 2.0 * matmul_weights_per_token(actor) + attention_flops_per_pair(actor) * keys
+    comm = decode_tp_comm(actor, hw, tp)                # 2 L all-reduces per iteration
     return Engine(decode_base_s=weights / bw, decode_per_seq_s=kv / bw,
                   decode_compute_per_seq_s=flops / (hw.peak("bf16") * tp * train_efficiency),
-                  tp=tp, slots=slots)
+                  tp=tp, slots=slots, iteration_latency_s=comm.latency_s,
+                  comm_per_seq_s=comm.per_seq_s)
 
 
 def costs_from_cost(algo: str, actor, hardware, workload: Workload, *, kl_coef: float = 0.0,
@@ -164,7 +191,7 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
                      reward_model=None, train_efficiency: float = 0.4,
                      decode_efficiency: float = 0.6, max_num_seqs: int = 256,
                      weight_sync_s: float | None = None, name: str = "",
-                     **system_kw) -> RLSystem:
+                     engine_tp: int | str | None = None, **system_kw) -> RLSystem:
     """An :class:`~rlmperf_lite.sim.RLSystem` of ``actor`` on ``gpus`` GPUs of ``hardware``:
 
     - ``"colocated"``: every model on the ``gpus``, time-shared;
@@ -175,12 +202,16 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
 
     A reward model (``reward_model``) runs with the trainer (hybrid: apart); without one the
     reward is a rule on the CPU. ``weight_sync_s`` replaces the cost model's reshard time
-    (:func:`~rlmperf_lite.cost.reshard_time_s`) by a measured or assumed one. ``system_kw`` go
-    to :class:`~rlmperf_lite.sim.RLSystem` (mode, staleness, minibatches, ...).
+    (:func:`~rlmperf_lite.cost.reshard_time_s`) by a measured or assumed one. ``engine_tp`` is
+    the engine's replica size: None, the smallest that fits; an int of
+    :func:`engine_tp_choices`; ``"best"``, the choice whose step would be shortest
+    (:func:`best_engine_tp`). ``system_kw`` go to :class:`~rlmperf_lite.sim.RLSystem`
+    (mode, staleness, minibatches, ...).
 
     Raises:
         ValueError: naming the argument — an unknown placement, ``rollout_gpus`` missing or not
-            leaving training GPUs, training states (16 bytes per trained parameter, sharded
+            leaving training GPUs, ``engine_tp`` not None, "best" or an allowed int (with the
+            rule it breaks), training states (16 bytes per trained parameter, sharded
             over the training GPUs) that exceed a GPU's memory, a hybrid with nothing to put
             apart, or from the cost models and :class:`~rlmperf_lite.sim.RLSystem`.
     """
@@ -190,18 +221,56 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
     _check_layout(placement, gpus, rollout_gpus, algo, reward_model)
     gen_gpus = gpus if placement == "colocated" else rollout_gpus
     train_gpus = gpus - rollout_gpus if placement == "disaggregated" else gen_gpus
-    engine = engine_from_cost(actor, hw, workload, gen_gpus, max_num_seqs=max_num_seqs,
-                              decode_efficiency=decode_efficiency,
-                              train_efficiency=train_efficiency)
+    tps = _engine_tps(engine_tp, actor, hw, gen_gpus)
+    engines = [engine_from_cost(actor, hw, workload, gen_gpus, max_num_seqs=max_num_seqs,
+                                decode_efficiency=decode_efficiency,
+                                train_efficiency=train_efficiency, tp=tp) for tp in tps]
     costs = costs_from_cost(algo, actor, hw, workload, kl_coef=kl_coef, reward=reward_model,
                             recompute_old_logprobs=recompute_old_logprobs,
                             train_efficiency=train_efficiency)
     _check_states_fit(actor, hw, placement, algo, gpus, rollout_gpus, train_gpus)
-    sync_s = weight_sync_s if weight_sync_s is not None else reshard_time_s(
-        actor, hw, ParallelPlan(dp=train_gpus, zero_stage=3), engine.tp,
-        mode="disaggregated" if placement == "disaggregated" else "colocated")
     pools, where = _pools_and_placement(placement, gpus, rollout_gpus, train_gpus, reward_model)
     sizes = "+".join(str(n) for p, n in pools.items() if p != CPU)
-    return RLSystem(pools=pools, placement=where, engine=engine, costs=costs,
-                    weight_sync_s=sync_s, name=name or f"{actor.name} {placement} {sizes}",
-                    **system_kw)
+    mode = "disaggregated" if placement == "disaggregated" else "colocated"
+    systems = [RLSystem(pools=pools, placement=where, engine=e, costs=costs,
+                        weight_sync_s=weight_sync_s if weight_sync_s is not None else
+                        reshard_time_s(actor, hw, ParallelPlan(dp=train_gpus, zero_stage=3),
+                                       e.tp, mode=mode),
+                        name=name or f"{actor.name} {placement} {sizes}", **system_kw)
+               for e in engines]
+    return systems[0] if engine_tp != "best" else best_engine_tp(systems, workload)
+
+
+def _engine_tps(engine_tp, actor, hw, gen_gpus: int) -> tuple:
+    """The replica sizes ``system_from_cost`` builds for ``engine_tp`` (None: the default's
+    None; "best": every choice), or a ValueError naming ``engine_tp``."""
+    if engine_tp is None:
+        return (None,)
+    if isinstance(engine_tp, str):
+        check_choice("engine_tp", engine_tp, ("best",))
+        tps = rollout_tp_choices(actor, hw, gen_gpus)
+        if not tps:
+            raise ValueError(f"engine_tp='best' finds no replica size for {actor.name} on "
+                             f"{gen_gpus} x {hw.name}: none is a power of two dividing the "
+                             f"pool and the heads")
+        return tps
+    check_rollout_tp("engine_tp", engine_tp, actor, hw, gen_gpus)
+    return (engine_tp,)
+
+
+def best_engine_tp(systems, workload: Workload) -> RLSystem:
+    """Of ``systems`` that differ in their engine's tp, the one whose generation of one step's
+    batch (:func:`~rlmperf_lite.sim.sync.generation_s`, simulated) plus weight sync is
+    shortest, the smaller tp on a tie. Those are the parts of a step the tp changes: the
+    phases after generation do not depend on it. A simulation of one batch (milliseconds)
+    rather than Brent's lower bound max(W/p, D), which leaves out the queueing for slots
+    and, between the bounds, how far a schedule sits from either.
+
+    Raises:
+        ValueError: naming ``systems`` when empty.
+    """
+    systems = list(systems)
+    if not systems:
+        raise ValueError("systems is empty: pass the candidate RLSystems")
+    return min(systems, key=lambda s: (generation_s(s, workload) + s.weight_sync_s,
+                                       s.engine.tp))

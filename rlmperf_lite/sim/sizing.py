@@ -19,6 +19,10 @@ and returns the numbers a guideline rests on; none prints. The quantities:
 - the wait of a group of G samples, the expected longest of G lengths
   (:func:`~rlmperf_lite.cost.expected_max_length`).
 
+The engine's replica size is a lever too (``engine_tp`` of
+:func:`~rlmperf_lite.sim.from_cost.system_from_cost`, swept by :func:`engine_tp_sweep`):
+generation is depth-bound, and a larger tp shortens every decode iteration.
+
 A split is ``rollout_gpus`` GPUs generating and ``gpus - rollout_gpus`` training, with the
 rollout GPUs a multiple of the engine's tensor-parallel size and a training pool that
 :func:`~rlmperf_lite.sim.from_cost.system_from_cost` accepts (it refuses one that cannot hold
@@ -37,18 +41,19 @@ from ..checks import check_choice, check_int, check_number
 from ..cost import (expected_max_length, model_state_bytes_per_gpu, resolve_hardware,
                     resolve_model)
 from ..cost.rollout import rollout_tp
-from .from_cost import system_from_cost
+from .from_cost import engine_tp_choices, system_from_cost
 from .phases import PoolClock, run_train_phases
 from .result import SimResult
-from .sync import generate_batch
+from .sync import generation_s
 from .system import RLSystem
 from .workdepth import generation_workdepth
 from .workload import Workload
 
 __all__ = ["EXAMPLE", "example_workload", "PlacementResult", "SplitSearch", "GroupSizePoint",
            "min_train_gpus", "split_candidates", "generation_bounds", "simulate_placement",
-           "placement_comparison", "best_split", "placement_gain_sweep", "crossover_value",
-           "staleness_sweep", "staleness_knee", "expected_group_wait", "group_max_mean",
+           "placement_comparison", "engine_tp_sweep", "best_split", "placement_gain_sweep",
+           "crossover_value", "staleness_sweep", "staleness_knee", "expected_group_wait",
+           "group_max_mean",
            "group_size_sweep", "weight_sync_comparison", "VERL_WEIGHT_SYNC",
            "weight_sync_against_verl"]
 
@@ -112,10 +117,7 @@ class PlacementResult:
     def rollout_time_s(self) -> float:
         """One step's batch generated on the rollout pool alone, the mean over the stream's
         first two batches (computed when first read: it generates them)."""
-        B = self.workload.prompts
-        lengths = self.workload.response_lengths(2 * B).reshape(2, B, self.workload.group_size)
-        return float(np.mean([generate_batch(self.system, lengths[k], k * B, 0.0)[1].max()
-                              for k in range(2)]))
+        return generation_s(self.system, self.workload, 2)
 
     @property
     def balance(self) -> float:
@@ -132,12 +134,23 @@ class PlacementResult:
         """Share of the step spent in the weight sync."""
         return self.weight_sync_s / self.step_time_s
 
+    @property
+    def engine_tp(self) -> int:
+        """GPUs per rollout replica."""
+        return self.system.engine.tp
+
+    @property
+    def replicas(self) -> int:
+        """Rollout replicas, rollout GPUs // engine_tp."""
+        return self.system.replicas
+
     def as_dict(self) -> dict:
         """The fields (without the system and workload) and the derived quantities."""
         return {**{k: getattr(self, k) for k in self.__dataclass_fields__
                    if k not in ("system", "workload")},
                 "rollout_time_s": self.rollout_time_s, "balance": self.balance,
-                "sync_share": self.sync_share}
+                "sync_share": self.sync_share, "engine_tp": self.engine_tp,
+                "replicas": self.replicas}
 
 
 def generation_bounds(system: RLSystem, workload: Workload, batches: int = 2) -> tuple:
@@ -208,7 +221,8 @@ def split_candidates(actor, hardware, gpus: int, *, count: int | None = None,
                      stride: int | None = None, max_rollout_share: float = 1.0,
                      workload: Workload | None = None, **system_kw) -> tuple:
     """Rollout pool sizes to try on ``gpus``: the multiples of the engine's tensor-parallel
-    size tp (``rlmperf_lite.cost.rollout.rollout_tp`` on a full node) whose disaggregated
+    size tp (``rlmperf_lite.cost.rollout.rollout_tp`` on a full node, or an int ``engine_tp``
+    of ``system_kw``) whose disaggregated
     system :func:`~rlmperf_lite.sim.from_cost.system_from_cost` builds — it refuses a
     training pool that cannot hold the trained models' states — for ``workload`` (default
     :func:`example_workload`) and ``system_kw`` (``algo``, ``reward_model``, ...); with
@@ -224,7 +238,8 @@ def split_candidates(actor, hardware, gpus: int, *, count: int | None = None,
     check_int("stride", stride, 1, optional=True)
     check_number("max_rollout_share", max_rollout_share, low=0, high=1, low_open=True)
     m, hw = resolve_model(actor, "actor"), resolve_hardware(hardware)
-    tp = rollout_tp(m, hw, gpus)
+    fixed = system_kw.get("engine_tp")
+    tp = fixed if isinstance(fixed, (int, np.integer)) else rollout_tp(m, hw, gpus)
     step = math.lcm(tp, stride or tp)
     top = min(gpus - 1, math.floor(max_rollout_share * gpus))
     wl = workload or example_workload()
@@ -253,7 +268,7 @@ def simulate_placement(actor, hardware, workload: Workload, gpus: int, *,
     None (synchronous), else disaggregated with ``rollout_gpus`` generating, in ``mode`` with
     ``staleness`` and ``minibatches`` streaming updates per version (async only).
     ``system_kw`` go to :func:`~rlmperf_lite.sim.from_cost.system_from_cost` (algo,
-    train_efficiency, ...).
+    train_efficiency, ``engine_tp`` — None, an int or "best" —, ...).
 
     Raises:
         ValueError: from :func:`~rlmperf_lite.sim.from_cost.system_from_cost`,
@@ -297,6 +312,34 @@ def placement_comparison(actor, hardware, workload: Workload, gpus: int, *,
                                       mode="async", staleness=staleness,
                                       minibatches=minibatches, **common))
     return out
+
+
+def engine_tp_sweep(actor, hardware, workload: Workload, gpus: int, *,
+                    placement: str = "colocated", rollout_gpus: int | None = None, tps=None,
+                    steps: int = STEPS, **kw) -> list:
+    """:func:`simulate_placement` at each engine replica size of ``tps`` (default every one of
+    :func:`~rlmperf_lite.sim.from_cost.engine_tp_choices` on the rollout pool), colocated on
+    ``gpus`` or disaggregated with ``rollout_gpus`` generating; ``kw`` go to
+    :func:`simulate_placement` (mode, staleness, algo, ...). Each row carries ``engine_tp``,
+    ``replicas``, the step time and throughput, and Brent's bounds on generation
+    (``generation_work_s`` W/p, ``generation_depth_s`` D): a larger tp shortens D (every
+    iteration reads 1/tp of the weights per GPU) until the all-reduces' latency catches up.
+
+    Returns:
+        list of :class:`PlacementResult`, one per tp, in the order of ``tps``.
+    Raises:
+        ValueError: naming ``placement``, ``rollout_gpus`` (given when colocated, missing
+            when disaggregated), ``engine_tp`` (a tp of ``tps`` not allowed), or from
+            :func:`simulate_placement`.
+    """
+    check_choice("placement", placement, ("colocated", "disaggregated"))
+    if (placement == "colocated") != (rollout_gpus is None):
+        raise ValueError(f"rollout_gpus must be None when colocated and an int when "
+                         f"disaggregated; got {rollout_gpus!r} for {placement!r}")
+    pool = gpus if rollout_gpus is None else rollout_gpus
+    tps = engine_tp_choices(actor, hardware, pool) if tps is None else tuple(tps)
+    return [simulate_placement(actor, hardware, workload, gpus, rollout_gpus=rollout_gpus,
+                               steps=steps, engine_tp=tp, **kw) for tp in tps]
 
 
 # ---- the split ----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from .replica import Replica
 from .system import RLSystem
 from .workload import Workload
 
-__all__ = ["generate_batch", "simulate_sync"]
+__all__ = ["generate_batch", "generation_s", "simulate_sync"]
 
 
 def generate_batch(system: RLSystem, lengths: np.ndarray, first_group: int,
@@ -41,6 +41,15 @@ def generate_batch(system: RLSystem, lengths: np.ndarray, first_group: int,
         start[mine] = [s[j] for j in mine]
         end[mine] = [e[j] for j in mine]
     return start.reshape(B, G), end.reshape(B, G), replica
+
+
+def generation_s(system: RLSystem, workload: Workload, batches: int = 2) -> float:
+    """Seconds to generate one step's batch on ``system``'s rollout pool alone, the mean over
+    the stream's first ``batches`` batches (:func:`generate_batch` released at 0)."""
+    B, G = workload.prompts, workload.group_size
+    lengths = workload.response_lengths(batches * B).reshape(batches, B, G)
+    return float(np.mean([generate_batch(system, lengths[k], k * B, 0.0)[1].max()
+                          for k in range(batches)]))
 
 
 def simulate_sync(system: RLSystem, workload: Workload, steps: int):

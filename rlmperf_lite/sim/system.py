@@ -37,8 +37,10 @@ class Engine:
     """The rollout engine: replicas of ``tp`` GPUs, each running up to ``slots`` sequences at
     once (continuous batching, one token per running sequence per iteration). An iteration over
     n sequences takes max(n ``decode_compute_per_seq_s``, ``decode_base_s`` + n
-    ``decode_per_seq_s``) — the roofline of a decode step: the weights read once, each
-    sequence's KV cache read, each sequence's arithmetic. So a straggler left alone runs
+    ``decode_per_seq_s``) + ``iteration_latency_s`` + n ``comm_per_seq_s`` — the roofline of a
+    decode step (the weights read once, each sequence's KV cache read, each sequence's
+    arithmetic), then the tensor-parallel all-reduces that follow it
+    (:func:`~rlmperf_lite.cost.rollout.decode_tp_comm`). So a straggler left alone runs
     faster than in a full batch, and a fuller engine makes every sequence slower. Prefill is
     left out (a few hundred prompt tokens, compute-bound, next to thousands of decode steps).
 
@@ -56,6 +58,10 @@ class Engine:
     """GPUs per replica."""
     slots: int = 256
     """Concurrent sequences per replica (KV-cache bound; vLLM's ``max_num_seqs``)."""
+    iteration_latency_s: float = 0.0
+    """Seconds an iteration pays whatever the batch: the latency of the tp all-reduces."""
+    comm_per_seq_s: float = 0.0
+    """Link time an iteration adds per running sequence (its activations in the all-reduces)."""
 
     def __post_init__(self):
         check_number("Engine.decode_base_s", self.decode_base_s, low=0, low_open=True)
@@ -63,11 +69,15 @@ class Engine:
         check_number("Engine.decode_compute_per_seq_s", self.decode_compute_per_seq_s, low=0)
         check_int("Engine.tp", self.tp, 1)
         check_int("Engine.slots", self.slots, 1)
+        check_number("Engine.iteration_latency_s", self.iteration_latency_s, low=0)
+        check_number("Engine.comm_per_seq_s", self.comm_per_seq_s, low=0)
 
     def iteration_s(self, n):
         """Seconds of one decode iteration over ``n`` running sequences (int or array)."""
-        return np.maximum(n * self.decode_compute_per_seq_s,
-                          self.decode_base_s + n * self.decode_per_seq_s)
+        # the all-reduces sit between dependent products: they add to the roofline, not overlap
+        return (np.maximum(n * self.decode_compute_per_seq_s,
+                           self.decode_base_s + n * self.decode_per_seq_s)
+                + self.iteration_latency_s + n * self.comm_per_seq_s)
 
 
 @dataclass(frozen=True)
