@@ -112,11 +112,13 @@ def test_review_fixes_prefill_moe_decode_and_weight_sync():
     e = estimate_rl_step("grpo", **moe)
     full = 2.0 * model_preset("qwen3-30b-a3b").num_params() * 4095
     assert e.phase("rollout_decode").bytes_moved < 0.7 * full * 64 / e.rollout_tp
-    # weight sync: NVLink inside a node, then the network cards across 8 nodes
+    # weight sync, bandwidth bound: NVLink inside a node, then the network cards across 8
+    # nodes (the default is the mechanism model, tests/test_weight_sync.py)
     w = 2.0 * m.num_params()
-    one_node = estimate_rl_step("grpo", **{**BASE, "gpus": 8}).phase("weight_sync").time_s
+    bw = dict(BASE, weight_sync="bandwidth")
+    one_node = estimate_rl_step("grpo", **{**bw, "gpus": 8}).phase("weight_sync").time_s
     assert one_node == pytest.approx(w * 7 / 8 / 450e9)
-    eight = estimate_rl_step("grpo", **BASE).phase("weight_sync").time_s
+    eight = estimate_rl_step("grpo", **bw).phase("weight_sync").time_s
     assert eight == pytest.approx(w * 7 / 8 / 450e9 + w * 7 / 8 / (8 * 50e9))
     parts = estimate_rl_step("grpo", **BASE).phase("actor_update").memory_parts
     assert parts["activations"] > 4.0 * 4608 * m.vocab_size          # includes fp32 logits

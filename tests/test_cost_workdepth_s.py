@@ -91,7 +91,8 @@ def test_sequences_per_gpu_moves_decode_from_its_depth_to_its_work():
     assert d_small.depth_s == d_large.depth_s                 # the chain does not change
     assert 1 < d_small.work_gpu_s / 64 / d_small.depth_s < 1.07
     assert d_large.work_gpu_s / 64 / d_large.depth_s > 2.2
-    assert estimate_rl_step(**CH5).generation_time_share == pytest.approx(0.875, abs=0.001)
+    # 0.875 with the bandwidth-bound sync; the mechanism sync (larger) lowers it to 0.873
+    assert estimate_rl_step(**CH5).generation_time_share == pytest.approx(0.873, abs=0.001)
     est = estimate_rl_step(**{**CH5, "prompts": 512})
     assert est.generation_time_share == pytest.approx(0.48, abs=0.005)
 

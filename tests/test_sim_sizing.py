@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rlmperf_lite.cost import ParallelPlan, expected_max_length, hardware_preset, model_preset
-from rlmperf_lite.cost import reshard_time_s
+from rlmperf_lite.cost import reshard_time_s, weight_sync_time_s
 from rlmperf_lite.sim import Workload, simulate
 from rlmperf_lite.sim.from_cost import system_from_cost
 from rlmperf_lite.sim.sizing import (EXAMPLE, VERL_WEIGHT_SYNC, PlacementResult, SplitSearch,
@@ -256,13 +256,19 @@ def test_group_size_sweep_keeps_samples_per_step():
 
 # ---- weight sync ------------------------------------------------------------------------------
 
-def test_weight_sync_is_the_reshard_model():
-    """Disaggregated: the engine's whole shard over the network, reshard_time_s from a ZeRO-3
-    trainer on the training GPUs (Chapter 9)."""
-    sync = weight_sync_comparison("qwen2.5-72b", H20, SMALL, 64, rollout_gpus=32, **EFF)
+def test_weight_sync_is_the_mechanism_model_or_the_reshard_bound():
+    """Disaggregated, weight_sync="bandwidth": the engine's whole shard over the network,
+    reshard_time_s from a ZeRO-3 trainer on the training GPUs (Chapter 9); by default the
+    mechanism model (tests/test_weight_sync.py) of the same trainer and engine."""
+    bound = weight_sync_comparison("qwen2.5-72b", H20, SMALL, 64, rollout_gpus=32,
+                                   weight_sync="bandwidth", **EFF)
     m, hw = model_preset("qwen2.5-72b"), hardware_preset(H20)
     expected = reshard_time_s(m, hw, ParallelPlan(dp=32, zero_stage=3), 4, mode="disaggregated")
-    assert sync["disaggregated"] == expected
+    assert bound["disaggregated"] == expected and bound["colocated_switch"] == 0.0
+    sync = weight_sync_comparison("qwen2.5-72b", H20, SMALL, 64, rollout_gpus=32, **EFF)
+    assert sync["disaggregated"] == weight_sync_time_s(
+        m, hw, ParallelPlan(dp=32, zero_stage=3), 4, mode="disaggregated", rollout_gpus=32)
+    assert sync["disaggregated"] > expected and sync["colocated_switch"] > 0
     assert expected == pytest.approx(2 * m.num_params() / 4 / hw.inter_node_bandwidth_bytes_per_s)
     rows = weight_sync_against_verl(**EFF)
     assert [(r["model"], r["measured_checkpoint_engine_s"]) for r in rows] == [

@@ -114,7 +114,13 @@ def test_chapter10_every_split_and_colocation_are_bracketed():
     ratio = (e.iteration_s(16) / 16) / (e.iteration_s(64) / 64)
     assert colo.generation["work_gpu_s"] / split8.generation["work_gpu_s"] == \
         pytest.approx(ratio)
-    assert colo.lower_s == pytest.approx(split8.lower_s, rel=1e-3)       # D-bound, both
+    # D-bound, both: the same chain but for the weight sync and the colocated pool's model
+    # switches (equal lower_s before the mechanism sync, issue 16 item 9)
+    assert colo.lower_s - colo.weight_sync_s - colo.train["switch_chain_s"] == pytest.approx(
+        split8.lower_s - split8.weight_sync_s, rel=1e-3)
+    # rollout -> actor (old) -> ref -> actor (update) -> rollout: 4 switches a step
+    assert colo.train["switch_chain_s"] == pytest.approx(4 * colo.system.switch_s)
+    assert colo.system.switch_s > 0
 
 
 @pytest.mark.parametrize("rollout_gpus, bounds", [(16, (0, 1, 2, 4, 8)), (24, (1, 8))])
@@ -202,11 +208,13 @@ def test_streaming_consumption_passes_the_straggler_over_and_is_bracketed():
 
 def test_streaming_128_h20_35_93_is_bracketed():
     """Chapter 13's 128 H20s split 35:93, bound 1, 4 streaming updates: the simulated step,
-    38.1 s, is far below the straggler's D_1 (per_version_depth(104.9 s, tail, 1) = 54.7 s; the
+    38.8 s, is far below the straggler's D_1 (per_version_depth(104.9 s, tail, 1) = 55.1 s; the
     former Chapters 10-11 model, its trainer's chain of passes in place of the tail, gave a
     lower bound of 77.3 s). The version waits for the 128th quickest of 256 groups, 31.6 s:
-    29.9 <= 38.1 <= 100.3 s, and the pools' own floor 34.8 s. (Before issue 16 item 6's
-    length-biased KV context: 104.5, 54.5, 31.5; 29.8 <= 37.0 <= 99.8.)"""
+    29.9 <= 38.8 <= 100.6 s, and the pools' own floor 35.5 s. (With the bandwidth-bound sync,
+    0.30 s, before issue 16 item 9's mechanism sync, 1.01 s: 54.7; 29.9 <= 38.1 <= 100.3, floor
+    34.8. Before issue 16 item 6's length-biased KV context: 104.5, 54.5, 31.5; 29.8 <= 37.0
+    <= 99.8.)"""
     wl = example_workload()
     eff = {k: EXAMPLE[k] for k in ("train_efficiency", "decode_efficiency")}
     p = simulate_placement("qwen2.5-7b", "h20", wl, 128, rollout_gpus=35, mode="async",
@@ -215,9 +223,9 @@ def test_streaming_128_h20_35_93_is_bracketed():
     gen = wd.generation
     naive = per_version_depth(gen["straggler_s"], wd.train["tail_s"], 1)
     assert [round(x, 1) for x in (gen["straggler_s"], naive, gen["depth_s"])] == \
-        [104.9, 54.7, 31.6]
+        [104.9, 55.1, 31.6]
     assert [round(x, 1) for x in (wd.lower_s, p.step_time_s, wd.upper_s, wd.pool_lower_s)] == \
-        [29.9, 38.1, 100.3, 34.8]
+        [29.9, 38.8, 100.6, 35.5]
     assert wd.brackets(p.step_time_s) and p.step_time_s < naive
     assert wd.pool_lower_s <= p.step_time_s
 
@@ -225,12 +233,13 @@ def test_streaming_128_h20_35_93_is_bracketed():
 def test_hybrid_layout_and_a_fractional_bound_are_covered():
     # section 10.7's hybrid (PPO; engine, actor, reference on 24 GPUs, critic and reward model
     # on 8): its critic update runs into the next generation, so the sync waits only for the
-    # critic pool's reward and values, and the pools' floor holds the 83.7-s step (81.9 s
-    # before issue 16 item 6's length-biased KV context)
+    # critic pool's reward and values, and the pools' floor holds the 84.4-s step (83.7 s with
+    # the bandwidth-bound sync and no switches, before issue 16 item 9; 81.9 s before issue 16
+    # item 6's length-biased KV context)
     hybrid = layout_workdepth(**dict(STEP, kl_coef=0.0), placement="hybrid", rollout_gpus=24,
                               algo="ppo", reward_model="qwen2.5-7b")
     t = hybrid.simulate().step_time_s
-    assert round(t, 1) == 83.7
+    assert round(t, 1) == 84.4
     assert hybrid.brackets(t) and hybrid.lower_s <= hybrid.pool_lower_s <= t
     half = layout_workdepth(**STEP, placement="disaggregated", rollout_gpus=16, staleness=0.5)
     assert half.generation["k"] == 0 and half.brackets(half.simulate().step_time_s)
@@ -238,10 +247,14 @@ def test_hybrid_layout_and_a_fractional_bound_are_covered():
 
 def test_bad_layouts_are_refused_by_name():
     colo = layout_workdepth(**STEP, placement="colocated").system
-    for change, match in ((dict(switch_s=1.0), "switch_s"), (dict(fuse_logps=True), "fuse_logps"),
+    for change, match in ((dict(fuse_logps=True), "fuse_logps"),
                           (dict(costs={"ref_logp": PhaseCost(1e-4)}), "no actor_update")):
         with pytest.raises(ValueError, match=match):
             system_workdepth(dataclasses.replace(colo, **change), WL)
+    # switches are covered synchronously (tests/test_weight_sync.py), not asynchronously
+    split = layout_workdepth(**STEP, placement="disaggregated", rollout_gpus=16, staleness=1)
+    with pytest.raises(ValueError, match="switch_s"):
+        system_workdepth(dataclasses.replace(split.system, switch_s=1.0), WL)
     with pytest.raises(ValueError, match="overlap_reward"):
         layout_workdepth(**dict(STEP, kl_coef=0.0), placement="hybrid", rollout_gpus=24,
                          algo="ppo", reward_model="qwen2.5-7b", overlap_reward=True)

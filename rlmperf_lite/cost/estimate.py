@@ -15,6 +15,11 @@ every phase runs on all ``gpus`` in turn.
   (``rlmperf_lite.cost.memory.lm_head_activation_bytes``).
 - Memory: training states stay resident while the engine generates (no offload); the engine's
   weights and KV cache are released during training.
+- Weight sync: the mechanism model of :mod:`rlmperf_lite.cost.weight_sync` (gather the ZeRO-3
+  shards over the ``gpus``, CUDA IPC handover tensor by tensor, the engine's load;
+  :ref:`sec-weight-sync-mechanism`), or with ``weight_sync="bandwidth"`` the pure bandwidth
+  bound :func:`~rlmperf_lite.cost.rollout.weight_sync_s` (the all-gather alone). Model switches
+  (sleep/wake, offload) are not phases of this estimate.
 - An array of response lengths is an empirical distribution: the B G samples take its B G
   evenly spaced quantiles.
 
@@ -35,8 +40,10 @@ from .flops import ADAMW_FLOPS_PER_PARAM, forward_flops
 from .hardware import resolve_hardware
 from .memory import activation_bytes_per_layer, lm_head_activation_bytes, model_state_bytes
 from .phase import PhaseEstimate, PhaseSequence
+from .parallel_plan import ParallelPlan
 from .rollout import check_rollout_tp, rollout_phases, weight_sync_s
 from .rollout import rollout_tp as smallest_rollout_tp
+from .weight_sync import SYNC_METHODS, weight_sync_time_s
 from .presets import resolve_model
 from .roofline import roofline_time
 
@@ -112,7 +119,8 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
                      reward=None, kl_coef: float = 0.0, ppo_epochs: int = 1,
                      recompute_old_logprobs: bool = True, train_efficiency: float = 1.0,
                      decode_efficiency: float = 1.0, dtype: str = "bf16",
-                     rollout_tp: int | None = None) -> RLStepEstimate:
+                     rollout_tp: int | None = None,
+                     weight_sync: str = "mechanism") -> RLStepEstimate:
     """Per-phase FLOPs, bytes, time and memory of one RL step (see the module docstring).
 
     Args:
@@ -130,6 +138,7 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         dtype: "bf16" or "fp16" (the peak; weights and KV cache are 2 bytes).
         rollout_tp: GPUs per replica, None (the smallest that fits) or one of
             ``rollout_tp_choices``; decode steps add their all-reduces (``decode_tp_comm``).
+        weight_sync: "mechanism" (default) or "bandwidth" (module docstring).
     Returns :class:`RLStepEstimate`; raises ValueError naming any bad argument (sizes, lengths,
     efficiencies outside (0, 1], ``gpus`` not a multiple of the rollout replica, ...).
     """
@@ -154,10 +163,7 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
         decode_efficiency=decode_efficiency, dtype=dtype, resident=resident))
     cost = _TrainCost(hw, gpus, dtype, train_efficiency, T, resident)
     phases += _train_phases(models, cost, R, ppo_epochs, recompute_old_logprobs)
-    w_bytes = 2.0 * actor.num_params()
-    phases.append(PhaseEstimate("weight_sync", "actor", 0.0, w_bytes * gpus,
-                                weight_sync_s(w_bytes, hw, gpus), "link",
-                                {"model states": resident, "weights": w_bytes / tp}))
+    phases.append(_sync_phase(actor, hw, gpus, tp, resident, weight_sync))
     _check_finite(phases, train_efficiency, decode_efficiency)
     fits, overflow = _memory_verdict(phases, hw)
     inputs = dict(actor=actor, hardware=hw, prompts=prompts, group_size=group_size,
@@ -165,7 +171,7 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
                   reference=reference, reward=reward, kl_coef=kl_coef, ppo_epochs=ppo_epochs,
                   recompute_old_logprobs=recompute_old_logprobs,
                   train_efficiency=train_efficiency, decode_efficiency=decode_efficiency,
-                  dtype=dtype, rollout_tp=rollout_tp)
+                  dtype=dtype, rollout_tp=rollout_tp, weight_sync=weight_sync)
     return RLStepEstimate(algo, hw.name, gpus, tp, tuple(phases), fits, overflow, inputs)
 
 
@@ -179,6 +185,16 @@ def _replica_tp(actor, hw, gpus: int, rollout_tp) -> int:
         raise ValueError(f"gpus={gpus} is not a multiple of the rollout replica size tp={tp} "
                          f"({actor.name} needs {tp} {hw.name} per replica)")
     return tp
+
+
+def _sync_phase(actor, hw, gpus: int, tp: int, resident: float, weight_sync: str):
+    """The weight sync (module docstring): from ZeRO-3 shards over ``gpus`` to tp ``tp``."""
+    check_choice("weight_sync", weight_sync, SYNC_METHODS)
+    w_bytes = 2.0 * actor.num_params()
+    sync_t = weight_sync_s(w_bytes, hw, gpus) if weight_sync == "bandwidth" else \
+        weight_sync_time_s(actor, hw, ParallelPlan(dp=gpus, zero_stage=3), tp)
+    return PhaseEstimate("weight_sync", "actor", 0.0, w_bytes * gpus, sync_t, "link",
+                         {"model states": resident, "weights": w_bytes / tp})
 
 
 def _check_step_args(algo, prompts, group_size, prompt_len, gpus, ppo_epochs, kl_coef,

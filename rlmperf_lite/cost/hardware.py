@@ -38,6 +38,9 @@ class HardwareSpec:
         intra_node_bandwidth_bytes_per_s, inter_node_bandwidth_bytes_per_s: per GPU, one
             direction (NVLink / Infinity Fabric; the node's network card per GPU).
         gpus_per_node: devices per node.
+        host_link_bandwidth_bytes_per_s: GPU <-> host memory (PCIe), one direction, peak; None =
+            unknown (offload and sleep/wake costs then refuse, see
+            :func:`rlmperf_lite.cost.switch_time_s`).
         sources: {field: where the value comes from}.
     """
 
@@ -49,6 +52,7 @@ class HardwareSpec:
     inter_node_bandwidth_bytes_per_s: float | None = None
     gpus_per_node: int = 1
     sources: dict = field(default_factory=dict, compare=False)
+    host_link_bandwidth_bytes_per_s: float | None = None
 
     def __post_init__(self):
         if not isinstance(self.peak_flops, dict) or not self.peak_flops:
@@ -59,7 +63,8 @@ class HardwareSpec:
         check_number("HardwareSpec.hbm_bandwidth_bytes_per_s", self.hbm_bandwidth_bytes_per_s,
                      low=0, low_open=True)
         check_number("HardwareSpec.hbm_bytes", self.hbm_bytes, low=0, low_open=True)
-        for f in ("intra_node_bandwidth_bytes_per_s", "inter_node_bandwidth_bytes_per_s"):
+        for f in ("intra_node_bandwidth_bytes_per_s", "inter_node_bandwidth_bytes_per_s",
+                  "host_link_bandwidth_bytes_per_s"):
             if getattr(self, f) is not None:
                 check_number(f"HardwareSpec.{f}", getattr(self, f), low=0, low_open=True)
         check_int("HardwareSpec.gpus_per_node", self.gpus_per_node, 1)
@@ -126,7 +131,8 @@ def hardware_preset(name: str) -> HardwareSpec:
                         hbm_bandwidth_bytes_per_s=float(d["hbm_bandwidth_bytes_per_s"]),
                         intra_node_bandwidth_bytes_per_s=d["intra_node_bandwidth_bytes_per_s"],
                         inter_node_bandwidth_bytes_per_s=d["inter_node_bandwidth_bytes_per_s"],
-                        gpus_per_node=d["gpus_per_node"], sources=d["sources"])
+                        gpus_per_node=d["gpus_per_node"], sources=d["sources"],
+                        host_link_bandwidth_bytes_per_s=d.get("host_link_bandwidth_bytes_per_s"))
 
 
 def _best_rate(fn, work: float, seconds: float) -> float:

@@ -90,14 +90,16 @@ def toy_step_kwargs(config, *, prompt_len: int, response_len: int, hardware) -> 
     loop run with ``config`` (a :class:`~rlmperf_lite.rl.GRPOConfig` or
     :class:`~rlmperf_lite.rl.PPOConfig`): its model's shape, B = ``num_prompts`` x G =
     ``group_size`` (PPO: 1), P = ``prompt_len``, R = ``response_len`` (the loop's decode width),
-    its ``kl_coef`` and ``ppo_epochs``, one device, old log-probs from the sampler."""
+    its ``kl_coef`` and ``ppo_epochs``, one device, old log-probs from the sampler, and the
+    bandwidth-bound weight sync (the toy's sampler reads the trainer's arrays: no engine, no
+    handover, 0 s on one device)."""
     check_int("prompt_len", prompt_len, 1)
     check_int("response_len", response_len, 1)
     return dict(actor=ModelConfig.from_tiny_lm(config.model), hardware=hardware,
                 prompts=config.num_prompts, group_size=getattr(config, "group_size", 1),
                 prompt_len=prompt_len, response_len=response_len, gpus=1,
                 kl_coef=config.kl_coef, ppo_epochs=getattr(config, "ppo_epochs", 1),
-                recompute_old_logprobs=False)
+                recompute_old_logprobs=False, weight_sync="bandwidth")
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ Modelling choices, stated once:
   NCCL's LL protocol hops in 0.47 us (the same table). So the ring is a conservative stand-in:
   pass a measured ``latency_s``. Any power of two the model's heads and the node allow
   (:func:`rollout_tp_choices`) may be chosen; the default is the smallest that fits.
-- Weight sync: the trainer's bf16 weights all-gathered onto every GPU, hierarchically: the part
-  from other nodes over the node's network cards, the rest over NVLink.
+- Weight sync (:func:`weight_sync_s`, the bandwidth bound): the trainer's bf16 weights
+  all-gathered onto every GPU, hierarchically: the part from other nodes over the node's
+  network cards, the rest over NVLink.
 """
 from __future__ import annotations
 
@@ -249,7 +250,9 @@ def prefill_s(actor: ModelConfig, hw: HardwareSpec, *, prompts: int, prompt_len:
 
 
 def weight_sync_s(weight_bytes: float, hw: HardwareSpec, gpus: int) -> float:
-    """Seconds to all-gather ``weight_bytes`` onto every one of ``gpus`` GPUs, hierarchically:
+    """The pure bandwidth bound of a weight sync (the mechanism model is
+    :func:`rlmperf_lite.cost.weight_sync_time_s`, whose ``gather`` stage this is): seconds to
+    all-gather ``weight_bytes`` onto every one of ``gpus`` GPUs, hierarchically:
     the share held on other nodes crosses each node's network cards (one per GPU), then the
     share held by other GPUs of the node crosses NVLink (each GPU receives (n-1)/n of the data
     of a ring all-gather over n)."""

@@ -8,9 +8,11 @@ preset as a ready :class:`~rlmperf_lite.sim.RLSystem`.
 - :data:`PRESETS`: preset name -> :class:`FrameworkPreset`, a default layout or a named variant
   (``"verl-fully-async"``) on the simulator's pools, placement, mode and staleness.
 - :func:`framework_system`: a preset for a model, accelerator, GPU count and workload, with the
-  costs of :func:`~rlmperf_lite.sim.from_cost.system_from_cost` (vLLM-like engine, FSDP trainer,
-  :func:`~rlmperf_lite.cost.reshard_time_s` sync, no offload). Presets compare *layouts and
-  modes* on one workload; they do not reproduce any framework's measured speed.
+  costs of :func:`~rlmperf_lite.sim.from_cost.system_from_cost` (vLLM-like engine; the weight
+  sync and model switches of :func:`~rlmperf_lite.cost.weight_sync_time_s` and
+  :func:`~rlmperf_lite.cost.switch_time_s` with the preset's ``sync_backend`` and
+  ``sync_bucketed``; no trainer offload). Presets compare *layouts and modes* on one
+  workload; they do not reproduce any framework's measured speed.
 """
 from __future__ import annotations
 
@@ -105,6 +107,13 @@ class FrameworkPreset:
     """The framework's own settings this preset stands for."""
     notes: str = ""
     """How the mapping simplifies the framework."""
+    sync_backend: str = "fsdp"
+    """The trainer the weight sync gathers from (:func:`~rlmperf_lite.cost.weight_sync_time_s`):
+    ``"fsdp"`` (FSDP / DeepSpeed ZeRO-3: HF names, ZeRO-3 shards) or ``"megatron"``."""
+    sync_bucketed: bool = False
+    """Weights moved in buckets (a checkpoint engine, packed IPC) rather than tensor by tensor."""
+    sync_source: str = "unconfirmed: the model's defaults (FSDP trainer, tensor by tensor)"
+    """Where ``sync_backend`` and ``sync_bucketed`` come from."""
 
     def __post_init__(self):
         check_choice("FrameworkPreset.framework", self.framework, tuple(FRAMEWORKS))
@@ -116,6 +125,8 @@ class FrameworkPreset:
         check_int("FrameworkPreset.minibatches", self.minibatches, 1)
         check_bool("FrameworkPreset.partial_rollout", self.partial_rollout)
         check_bool("FrameworkPreset.recompute_old_logprobs", self.recompute_old_logprobs)
+        check_choice("FrameworkPreset.sync_backend", self.sync_backend, ("fsdp", "megatron"))
+        check_bool("FrameworkPreset.sync_bucketed", self.sync_bucketed)
         if self.layout == "disaggregated":
             check_number("FrameworkPreset.rollout_share", self.rollout_share, low=0, high=1,
                          low_open=True, high_open=True)
@@ -246,7 +257,8 @@ of a step."""
 # ---- a preset as a system ---------------------------------------------------------------------
 
 _COST_KEYS = ("kl_coef", "reward_model", "recompute_old_logprobs", "train_efficiency",
-              "decode_efficiency", "max_num_seqs")
+              "decode_efficiency", "max_num_seqs", "weight_sync", "sync_backend",
+              "sync_bucketed", "trainer_offload", "sleep_level")
 _SYSTEM_KEYS = ("mode", "staleness", "partial_rollout", "minibatches", "fuse_logps",
                 "overlap_reward", "switch_s", "weight_sync_s", "consume")
 _LAYOUT_KEYS = ("rollout_share", "critic_share")
@@ -317,6 +329,7 @@ def _preset_kwargs(p: FrameworkPreset, name: str, model, overrides: dict):
     """(cost-model kwargs, RLSystem kwargs, layout shares): the preset's, then ``overrides``."""
     cost_kw = {"recompute_old_logprobs": p.recompute_old_logprobs,
                "reward_model": model if p.reward_model == "actor" else p.reward_model,
+               "sync_backend": p.sync_backend, "sync_bucketed": p.sync_bucketed,
                **{k: overrides[k] for k in _COST_KEYS if k in overrides}}
     sys_kw = {"mode": p.mode, "staleness": p.staleness, "partial_rollout": p.partial_rollout,
               "minibatches": p.minibatches, "consume": p.consume, "name": name.lower(),

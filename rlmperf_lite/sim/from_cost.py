@@ -16,8 +16,15 @@
   distribution, P + (E[R^2] / E[R] - 1) / 2 — length-biased, as long responses run longer
   (``mean_decode_context``; capped by sliding windows) — and
   each sequence's FLOPs at that context.
-- Weight sync: :func:`~rlmperf_lite.cost.reshard_time_s` from an FSDP (ZeRO-3) trainer over
-  the training GPUs to the engine's tp, colocated or disaggregated.
+- Weight sync: the mechanism model :func:`~rlmperf_lite.cost.weight_sync_time_s` (gather,
+  convert, transfer, load; :ref:`sec-weight-sync-mechanism`) from an FSDP (ZeRO-3) trainer over
+  the training GPUs (or a Megatron one, tp = the engine's) to the engine's tp, colocated or
+  disaggregated; ``weight_sync="bandwidth"`` gives the bandwidth bound
+  :func:`~rlmperf_lite.cost.reshard_time_s` the chapters used before.
+- Model switches: on a time-shared pool (colocated, hybrid)
+  :func:`~rlmperf_lite.cost.switch_time_s` — engine sleep/wake (vLLM level 1) and, with
+  ``trainer_offload``, the trainer's states over the host link; 0 disaggregated and with
+  ``weight_sync="bandwidth"`` (the old model charged none).
 """
 from __future__ import annotations
 
@@ -27,18 +34,19 @@ import numpy as np
 
 from ..checks import check_choice, check_int, check_number
 from ..cost import (ParallelPlan, decode_step_bytes, estimate_rl_step, kv_cache_bytes_per_token,
-                    matmul_weights_per_token, model_state_bytes, reshard_time_s,
-                    resolve_hardware, resolve_model)
+                    matmul_weights_per_token, model_state_bytes, resolve_hardware,
+                    resolve_model, switch_time_s, weight_sync_time_s)
 from ..cost.flops import attention_flops_per_pair
 from ..cost.memory import kv_cache_bytes, kv_cache_split
 from ..cost.rollout import (check_rollout_tp, decode_tp_comm, mean_decode_context, rollout_tp,
                             rollout_tp_choices)
+from .phases import switches_per_step
 from .sync import generation_s
 from .system import CPU, ROLES, Engine, PhaseCost, RLSystem
 from .workload import Workload
 
 __all__ = ["PLACEMENTS", "engine_tp_choices", "engine_from_cost", "costs_from_cost",
-           "system_from_cost", "best_engine_tp"]
+           "sync_and_switch_s", "system_from_cost", "best_engine_tp"]
 
 _PHASES = {"old_logprobs": "old_logp", "ref_logprobs": "ref_logp", "reward": "reward",
            "critic_values": "values", "actor_update": "actor_update",
@@ -185,35 +193,69 @@ def _pools_and_placement(placement: str, gpus: int, rollout_gpus, train_gpus: in
     return pools, where
 
 
+def sync_and_switch_s(actor, hw, engine_tp: int, placement: str, train_gpus: int,
+                      gen_gpus: int, *, algo: str = "grpo", weight_sync: str = "mechanism",
+                      sync_backend: str = "fsdp", sync_bucketed: bool = False,
+                      trainer_offload: bool = False, sleep_level: int = 1) -> tuple:
+    """(weight sync s, switch s) of a layout (module docstring): the trainer ZeRO-3 over
+    ``train_gpus`` (``sync_backend="fsdp"``) or Megatron with tp = ``engine_tp``, the engine's
+    tp ``engine_tp`` on ``gen_gpus``; a switch on a time-shared pool of ``gen_gpus``.
+
+    Raises:
+        ValueError: naming ``weight_sync``, or from the cost models.
+    """
+    check_choice("weight_sync", weight_sync, ("mechanism", "bandwidth"))
+    check_choice("sync_backend", sync_backend, ("fsdp", "megatron"))
+    mode = "disaggregated" if placement == "disaggregated" else "colocated"
+    plan = ParallelPlan(dp=train_gpus, zero_stage=3)
+    if sync_backend == "megatron" and train_gpus % engine_tp == 0:
+        plan = ParallelPlan(dp=train_gpus // engine_tp, tp=engine_tp, sp=engine_tp > 1,
+                            zero_stage=1)
+    if weight_sync == "bandwidth":     # the bandwidth bound from a ZeRO-3 trainer, no switches
+        return weight_sync_time_s(actor, hw, ParallelPlan(dp=train_gpus, zero_stage=3),
+                                  engine_tp, mode=mode, method="bandwidth"), 0.0
+    sync = weight_sync_time_s(actor, hw, plan, engine_tp, mode=mode, backend=sync_backend,
+                              bucketed=sync_bucketed,
+                              rollout_gpus=gen_gpus if mode == "disaggregated" else None)
+    switch = 0.0 if placement == "disaggregated" else switch_time_s(
+        actor, hw, gen_gpus, engine_tp, trainer_offload=trainer_offload,
+        sleep_level=sleep_level, trained_models=2 if algo == "ppo" and placement == "colocated"
+        else 1)
+    return sync, switch
+
+
 def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "colocated",
                      gpus: int = 8, rollout_gpus: int | None = None, algo: str = "grpo",
                      kl_coef: float = 0.0, recompute_old_logprobs: bool = True,
                      reward_model=None, train_efficiency: float = 0.4,
                      decode_efficiency: float = 0.6, max_num_seqs: int = 256,
-                     weight_sync_s: float | None = None, name: str = "",
+                     weight_sync_s: float | None = None, switch_s: float | None = None,
+                     weight_sync: str = "mechanism", sync_backend: str = "fsdp",
+                     sync_bucketed: bool = False, trainer_offload: bool = False,
+                     sleep_level: int = 1, name: str = "",
                      engine_tp: int | str | None = None, **system_kw) -> RLSystem:
     """An :class:`~rlmperf_lite.sim.RLSystem` of ``actor`` on ``gpus`` GPUs of ``hardware``:
 
     - ``"colocated"``: every model on the ``gpus``, time-shared;
     - ``"disaggregated"``: the engine on ``rollout_gpus``, all training on the rest;
     - ``"hybrid"``: the engine, actor and reference time-share ``rollout_gpus`` GPUs, and the
-      critic and reward model get the rest (NeMo-Aligner's split; needs PPO or a reward
-      model).
+      critic and reward model the rest (NeMo-Aligner's split; needs PPO or a reward model).
 
     A reward model (``reward_model``) runs with the trainer (hybrid: apart); without one the
-    reward is a rule on the CPU. ``weight_sync_s`` replaces the cost model's reshard time
-    (:func:`~rlmperf_lite.cost.reshard_time_s`) by a measured or assumed one. ``engine_tp`` is
-    the engine's replica size: None, the smallest that fits; an int of
-    :func:`engine_tp_choices`; ``"best"``, the choice whose step would be shortest
-    (:func:`best_engine_tp`). ``system_kw`` go to :class:`~rlmperf_lite.sim.RLSystem`
-    (mode, staleness, minibatches, ...).
+    reward is a rule on the CPU. The weight sync and the model switches come from
+    :func:`sync_and_switch_s` (``weight_sync``, ``sync_backend``, ``sync_bucketed``,
+    ``trainer_offload``, ``sleep_level``); ``weight_sync_s`` and ``switch_s`` replace them by
+    measured or assumed seconds. ``engine_tp`` is the engine's replica size: None, the
+    smallest that fits; an int of :func:`engine_tp_choices`; ``"best"``, the choice whose
+    step would be shortest (:func:`best_engine_tp`). ``system_kw`` go to
+    :class:`~rlmperf_lite.sim.RLSystem` (mode, staleness, minibatches, ...).
 
     Raises:
         ValueError: naming the argument — an unknown placement, ``rollout_gpus`` missing or not
             leaving training GPUs, ``engine_tp`` not None, "best" or an allowed int (with the
-            rule it breaks), training states (16 bytes per trained parameter, sharded
-            over the training GPUs) that exceed a GPU's memory, a hybrid with nothing to put
-            apart, or from the cost models and :class:`~rlmperf_lite.sim.RLSystem`.
+            rule it breaks), training states (16 bytes per trained parameter, sharded over the
+            training GPUs) beyond a GPU's memory, a hybrid with nothing to put apart, or from
+            the cost models and :class:`~rlmperf_lite.sim.RLSystem`.
     """
     check_choice("placement", placement, PLACEMENTS)
     check_int("gpus", gpus, 1)
@@ -221,23 +263,26 @@ def system_from_cost(actor, hardware, workload: Workload, *, placement: str = "c
     _check_layout(placement, gpus, rollout_gpus, algo, reward_model)
     gen_gpus = gpus if placement == "colocated" else rollout_gpus
     train_gpus = gpus - rollout_gpus if placement == "disaggregated" else gen_gpus
-    tps = _engine_tps(engine_tp, actor, hw, gen_gpus)
     engines = [engine_from_cost(actor, hw, workload, gen_gpus, max_num_seqs=max_num_seqs,
                                 decode_efficiency=decode_efficiency,
-                                train_efficiency=train_efficiency, tp=tp) for tp in tps]
+                                train_efficiency=train_efficiency, tp=tp)
+               for tp in _engine_tps(engine_tp, actor, hw, gen_gpus)]
     costs = costs_from_cost(algo, actor, hw, workload, kl_coef=kl_coef, reward=reward_model,
                             recompute_old_logprobs=recompute_old_logprobs,
                             train_efficiency=train_efficiency)
     _check_states_fit(actor, hw, placement, algo, gpus, rollout_gpus, train_gpus)
     pools, where = _pools_and_placement(placement, gpus, rollout_gpus, train_gpus, reward_model)
     sizes = "+".join(str(n) for p, n in pools.items() if p != CPU)
-    mode = "disaggregated" if placement == "disaggregated" else "colocated"
-    systems = [RLSystem(pools=pools, placement=where, engine=e, costs=costs,
-                        weight_sync_s=weight_sync_s if weight_sync_s is not None else
-                        reshard_time_s(actor, hw, ParallelPlan(dp=train_gpus, zero_stage=3),
-                                       e.tp, mode=mode),
-                        name=name or f"{actor.name} {placement} {sizes}", **system_kw)
-               for e in engines]
+    sync_kw = dict(algo=algo, weight_sync=weight_sync, sync_backend=sync_backend,
+                   sync_bucketed=sync_bucketed, trainer_offload=trainer_offload)
+    systems = []
+    for e in engines:       # the sync and switches depend on the engine's tp
+        sync_s, sw_s = sync_and_switch_s(actor, hw, e.tp, placement, train_gpus, gen_gpus,
+                                         sleep_level=sleep_level, **sync_kw)
+        systems.append(RLSystem(pools=pools, placement=where, engine=e, costs=costs,
+                                weight_sync_s=sync_s if weight_sync_s is None else weight_sync_s,
+                                switch_s=sw_s if switch_s is None else switch_s,
+                                name=name or f"{actor.name} {placement} {sizes}", **system_kw))
     return systems[0] if engine_tp != "best" else best_engine_tp(systems, workload)
 
 
@@ -260,9 +305,9 @@ def _engine_tps(engine_tp, actor, hw, gen_gpus: int) -> tuple:
 
 def best_engine_tp(systems, workload: Workload) -> RLSystem:
     """Of ``systems`` that differ in their engine's tp, the one whose generation of one step's
-    batch (:func:`~rlmperf_lite.sim.sync.generation_s`, simulated) plus weight sync is
-    shortest, the smaller tp on a tie. Those are the parts of a step the tp changes: the
-    phases after generation do not depend on it. A simulation of one batch (milliseconds)
+    batch (:func:`~rlmperf_lite.sim.sync.generation_s`, simulated) plus weight sync and
+    model switches (both depend on the tp) is shortest, the smaller tp on a tie. Those are the
+    parts of a step the tp changes: the phases after generation do not depend on it. A simulation of one batch (milliseconds)
     rather than Brent's lower bound max(W/p, D), which leaves out the queueing for slots
     and, between the bounds, how far a schedule sits from either.
 
@@ -272,5 +317,6 @@ def best_engine_tp(systems, workload: Workload) -> RLSystem:
     systems = list(systems)
     if not systems:
         raise ValueError("systems is empty: pass the candidate RLSystems")
-    return min(systems, key=lambda s: (generation_s(s, workload) + s.weight_sync_s,
+    return min(systems, key=lambda s: (generation_s(s, workload) + s.weight_sync_s
+                                       + max(switches_per_step(s).values(), default=0) * s.switch_s,
                                        s.engine.tp))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .system import CPU, TRAIN_PHASES, PhaseCost, RLSystem
 
-__all__ = ["Interval", "PoolClock", "run_train_phases"]
+__all__ = ["Interval", "PoolClock", "run_train_phases", "switches_per_step"]
 
 _DEPS = {"reward": (), "old_logp": (), "ref_logp": (), "logps": (), "values": (),
          "actor_update": ("reward", "old_logp", "ref_logp", "logps", "values"),
@@ -92,3 +92,18 @@ def run_train_phases(clock: PoolClock, ready_s: float, tokens: float, step: int,
                                 step)
     weights = done.get("actor_update", max(done.values(), default=ready_s))
     return weights, max(done.values(), default=ready_s)
+
+
+def switches_per_step(system: RLSystem) -> dict:
+    """{pool: model switches per steady synchronous step}: the changes of model, cyclically
+    (the next step's generation follows this step's last phase), in the order the pool runs
+    the rollout and the phases after it (the CPU pool never switches). A colocated GRPO step
+    without reference: rollout -> actor -> rollout, 2."""
+    roles = {p: [] for p in system.pools if p != CPU}
+    roles[system.placement["rollout"]].append("rollout")
+    for _, role, _ in _phases(system, skip_reward=system.overlap_reward):
+        pool = system.placement[role]
+        if pool != CPU:
+            roles[pool].append(role)
+    return {p: sum(r[i] != r[i - 1] for i in range(len(r))) if len(set(r)) > 1 else 0
+            for p, r in roles.items()}

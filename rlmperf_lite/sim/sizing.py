@@ -39,7 +39,8 @@ import numpy as np
 
 from ..checks import check_choice, check_int, check_number
 from ..cost import (expected_max_length, model_state_bytes_per_gpu, resolve_hardware,
-                    resolve_model)
+                    resolve_model, weight_sync_time_s)
+from ..cost.weight_sync import VERL_SYNC_ROWS, verl_megatron_plan
 from ..cost.rollout import rollout_tp
 from .from_cost import engine_tp_choices, system_from_cost
 from .phases import PoolClock, run_train_phases
@@ -577,45 +578,58 @@ def group_size_sweep(actor, hardware, workload: Workload, gpus: int, *, group_si
 
 def weight_sync_comparison(actor, hardware, workload: Workload, gpus: int, *,
                            rollout_gpus: int, **system_kw) -> dict:
-    """Seconds of one weight sync as the simulator charges it
-    (:func:`~rlmperf_lite.cost.reshard_time_s` from a ZeRO-3 trainer to the engine's tp, in
-    :func:`~rlmperf_lite.sim.from_cost.system_from_cost`), colocated on ``gpus`` and
-    disaggregated with ``rollout_gpus`` generating.
+    """Seconds of one weight sync and of one model switch as the simulator charges them
+    (:func:`~rlmperf_lite.sim.from_cost.system_from_cost`: the mechanism model
+    :func:`~rlmperf_lite.cost.weight_sync_time_s` from a ZeRO-3 trainer to the engine's tp
+    by default, ``weight_sync="bandwidth"`` for the bandwidth bound), colocated on ``gpus``
+    and disaggregated with ``rollout_gpus`` generating.
 
     Returns:
-        dict of seconds under the keys ``"colocated"`` and ``"disaggregated"``.
+        dict of seconds under the keys ``"colocated"``, ``"disaggregated"`` (the syncs) and
+        ``"colocated_switch"`` (a switch; disaggregated pools do not switch).
     """
     colo = system_from_cost(actor, hardware, workload, placement="colocated", gpus=gpus,
                             **system_kw)
     dis = system_from_cost(actor, hardware, workload, placement="disaggregated", gpus=gpus,
                            rollout_gpus=rollout_gpus, **system_kw)
-    return {"colocated": colo.weight_sync_s, "disaggregated": dis.weight_sync_s}
+    return {"colocated": colo.weight_sync_s, "disaggregated": dis.weight_sync_s,
+            "colocated_switch": colo.switch_s}
 
 
-VERL_WEIGHT_SYNC = (("Qwen2.5-Math-7B", "qwen2.5-7b", 4, 4, 0.12, 0.02),
-                    ("Qwen3-30B-A3B", "qwen3-30b-a3b", 16, 16, 15.76, 4.38),
-                    ("Qwen3-235B-A22B", "qwen3-235b-a22b", 64, 64, 58.57, 23.70))
+VERL_WEIGHT_SYNC = VERL_SYNC_ROWS
 """Measured single-step weight syncs on H20s with a Megatron trainer, as tuples (model, preset
 of the same shape, trainer ranks, rollout ranks, seconds without and with the checkpoint
-engine), from verl docs/advance/fully_async.md, "checkpoint-engine Ablation Experiment".
-Qwen2.5-Math-7B has Qwen2.5-7B's shape."""
+engine), from verl docs/advance/fully_async.md, "checkpoint-engine Ablation Experiment"
+(kept in ``rlmperf_lite/cost/data/weight_sync.json``, :data:`rlmperf_lite.cost.weight_sync.
+VERL_SYNC_ROWS`). Qwen2.5-Math-7B has Qwen2.5-7B's shape."""
 
 
 def weight_sync_against_verl(workload: Workload | None = None, **system_kw) -> list:
     """The simulator's disaggregated weight sync (:func:`weight_sync_comparison` on H20s, the
     rollout and trainer ranks of each run) next to verl's measurements
-    (:data:`VERL_WEIGHT_SYNC`).
+    (:data:`VERL_WEIGHT_SYNC`): the bandwidth bound the chapters used (``bandwidth_s``), and
+    the mechanism model with verl's Megatron trainer (its assumed layout,
+    :func:`~rlmperf_lite.cost.weight_sync.verl_megatron_plan`) without and with the checkpoint
+    engine (``modelled_s``, ``modelled_checkpoint_engine_s``).
 
     Returns:
-        dicts ``model``, ``trainer_ranks``, ``rollout_ranks``, ``modelled_s``, ``measured_s``,
-        ``measured_checkpoint_engine_s``.
+        dicts ``model``, ``trainer_ranks``, ``rollout_ranks``, ``bandwidth_s``, ``modelled_s``,
+        ``modelled_checkpoint_engine_s``, ``measured_s``, ``measured_checkpoint_engine_s``.
     """
     wl = workload or example_workload()
+    hw = resolve_hardware("h20")
     rows = []
     for model, preset, train, rollout, without, with_engine in VERL_WEIGHT_SYNC:
-        modelled = weight_sync_comparison(preset, "h20", wl, train + rollout,
-                                          rollout_gpus=rollout, **system_kw)["disaggregated"]
+        bound = weight_sync_comparison(preset, hw, wl, train + rollout, rollout_gpus=rollout,
+                                       weight_sync="bandwidth",
+                                       **system_kw)["disaggregated"]
+        m = resolve_model(preset, "actor")
+        mech = [weight_sync_time_s(m, hw, verl_megatron_plan(preset, train),
+                                   rollout_tp(m, hw, rollout), mode="disaggregated",
+                                   backend="megatron", bucketed=b, rollout_gpus=rollout)
+                for b in (False, True)]
         rows.append({"model": model, "trainer_ranks": train, "rollout_ranks": rollout,
-                     "modelled_s": modelled, "measured_s": without,
+                     "bandwidth_s": bound, "modelled_s": mech[0],
+                     "modelled_checkpoint_engine_s": mech[1], "measured_s": without,
                      "measured_checkpoint_engine_s": with_engine})
     return rows

@@ -12,6 +12,12 @@ simulator's task costs, so that the bounds hold the simulator's step:
   iteration_s(1). W_gen = tp sum_i R_i iteration_s(b) / b.
 - a phase after generation: a task is one sequence's pass, (P + R_i) ``gpu_s_per_token``.
 - the weight sync: a collective both pools wait for, W = 0, D = ``weight_sync_s``.
+- a model switch (synchronous mode): a task on its pool's chain, ``switch_s`` on all the
+  pool's GPUs, as many per step as the pool changes model
+  (:func:`~rlmperf_lite.sim.phases.switches_per_step`). All count in the work, in Brent's
+  upper bound and in their pool's seconds; those of the rollout and actor pools lie on the
+  chain (the pool runs its phases one at a time on all its GPUs, so the longest sequence's
+  chain crosses every switch between them) and count in the training depth.
 
 p is every GPU of the system, so the gap between W / p and the step is the time GPUs idle. The
 depth is the chain a version must wait for. With the update training its own batch
@@ -24,7 +30,8 @@ D_tail, the passes, update and sync after the chain's group, in place of the tra
 D_train (equal for one update per version, in batch order). Upper bounds count each phase on
 its own pool's GPUs (Brent's greedy schedule on the GPUs that may take its tasks).
 
-Not covered (refused): ``switch_s`` > 0, ``fuse_logps``, ``overlap_reward``. Shape letters: B
+Not covered (refused): ``switch_s`` > 0 in asynchronous mode, ``fuse_logps``,
+``overlap_reward``. Shape letters: B
 prompts, G group size, P prompt length, R response length.
 """
 from __future__ import annotations
@@ -40,6 +47,7 @@ from ..cost.phase import PhaseSequence
 from ..cost.workdepth_s import per_version_depth
 from .async_engine import admission_cap
 from .from_cost import system_from_cost
+from .phases import switches_per_step
 from .system import CPU, TRAIN_PHASES, RLSystem
 from .workload import Workload
 
@@ -163,11 +171,33 @@ def _train(system: RLSystem, workload: Workload, versions, chain_len: float) -> 
             before = max(before, cost.fixed_s + (P + chain_len) * cost.gpu_s_per_token)
         elif update is None or cost.gpu_s_per_token > update.gpu_s_per_token:
             update = cost                                             # the longer update
-    sync = system.weight_sync_s
-    return {"pool_work": pools, "upper_s": upper + sync, "before_s": before,
-            "pool_s": {p: fixed[p] + w / system.pools[p] for p, w in floor.items()},
+    sync, pool_s = system.weight_sync_s, {p: fixed[p] + w / system.pools[p]
+                                          for p, w in floor.items()}
+    switch = _switches(system, pools, pool_s)
+    return {"pool_work": pools, "upper_s": upper + sync + switch["all_s"], "before_s": before,
+            "pool_s": pool_s, "switch_chain_s": switch["chain_s"],
             "chain_s": m * update.fixed_s + chunks * update.gpu_s_per_token + sync,
             "tail_s": before + update.fixed_s + (P + chain_len) * update.gpu_s_per_token + sync}
+
+
+def _switches(system: RLSystem, pool_work: dict, pool_s: dict) -> dict:
+    """Charge the steady step's model switches (synchronous mode; module docstring): their
+    GPU-seconds into ``pool_work``, and those of the rollout and actor pools (on the chain)
+    into ``pool_s``, in place; returns the seconds of all switches (``all_s``) and of those
+    on the chain (``chain_s``)."""
+    counts = switches_per_step(system) if system.switch_s > 0 else {}
+    chain_pools = {system.placement["rollout"], system.placement["actor"]}
+    all_s = chain_s = 0.0
+    for pool, n in counts.items():
+        if not n:
+            continue
+        s = n * system.switch_s
+        pool_work[pool] = pool_work.get(pool, 0.0) + s * system.pools[pool]
+        all_s += s
+        if pool in chain_pools:         # a critic pool's may fall outside the step's chain
+            pool_s[pool] = pool_s.get(pool, 0.0) + s
+            chain_s += s
+    return {"all_s": all_s, "chain_s": chain_s}
 
 
 @dataclass(frozen=True)
@@ -260,9 +290,10 @@ def _check(system: RLSystem, workload: Workload, steps: int) -> None:
         if getattr(system, flag):
             raise ValueError(f"RLSystem.{flag} is not covered by the work-depth model: set it "
                              "to False")
-    if system.switch_s > 0:
-        raise ValueError(f"RLSystem.switch_s = {system.switch_s} is not covered by the "
-                         "work-depth model (a switch is on the critical path): set it to 0")
+    if system.switch_s > 0 and system.mode == "async":
+        raise ValueError(f"RLSystem.switch_s = {system.switch_s} in asynchronous mode is not "
+                         "covered by the work-depth model (where a switch falls depends on the "
+                         "schedule): set it to 0 or use mode='sync'")
     if not any(p.endswith("_update") for p in system.costs):
         raise ValueError("RLSystem.costs has no actor_update or critic_update: the work-depth "
                          "model needs the update that ends a version")
@@ -301,7 +332,8 @@ def system_workdepth(system: RLSystem, workload: Workload, *, steps: int = 8) ->
     Raises:
         ValueError: naming ``system``, ``workload`` or ``steps`` (an int >= 2),
             ``RLSystem.minibatches`` not dividing ``Workload.prompts``, or a layout the model
-            does not cover (``switch_s`` > 0, ``fuse_logps``, ``overlap_reward``, no update).
+            does not cover (``switch_s`` > 0 asynchronously, ``fuse_logps``,
+            ``overlap_reward``, no update).
     """
     _check(system, workload, steps)
     p, sync_s = system.gpus, system.weight_sync_s
@@ -315,7 +347,8 @@ def system_workdepth(system: RLSystem, workload: Workload, *, steps: int = 8) ->
         phases = (BoundedPhase("generation", 0.0, gen["work_gpu_s"], gen["depth_s"], p,
                                upper_s=g_upper),
                   BoundedPhase("training", 0.0, sum(train["pool_work"].values()),
-                               train["tail_s"] - sync_s, p, upper_s=train["upper_s"] - sync_s),
+                               train["tail_s"] - sync_s + train["switch_chain_s"], p,
+                               upper_s=train["upper_s"] - sync_s),
                   PhaseWorkDepth("weight_sync", 0.0, 0.0, sync_s, p))
     return SystemWorkDepth(phases, gen, train, system, workload, steps)
 
