@@ -45,9 +45,10 @@ from .parallel_memory import (InferenceMemory, TrainMemory, inference_memory_per
 from .parallel_step import TrainStepTime, train_step_time
 from .planner import PlanSearch, RankedPlan, search_plans
 from .reshard import RESHARD_MODES, reshard_bytes_per_gpu, reshard_time_s
-from .weight_sync import (SYNC_BACKENDS, SYNC_METHODS, SYNC_MODES, StageBreakdown,
-                          calibrate_weight_sync, num_weight_tensors, switch_breakdown,
-                          switch_time_s, weight_sync_breakdown, weight_sync_constants,
+from .weight_sync import (SYNC_BACKENDS, SYNC_METHODS, SYNC_MODES, VERL_SYNC_ROWS,
+                          StageBreakdown, calibrate_weight_sync, num_weight_tensors,
+                          switch_breakdown, switch_time_s, verl_megatron_plan,
+                          weight_sync_breakdown, weight_sync_constants, weight_sync_sources,
                           weight_sync_time_s)
 
 __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "preset_record",
@@ -85,6 +86,8 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "ParallelPlan", "TrainWorkload", "model_state_breakdown", "model_state_bytes_per_gpu",
            "TrainMemory", "memory_per_gpu", "InferenceMemory", "inference_memory_per_gpu",
            "TrainStepTime", "train_step_time", "PlanSearch", "RankedPlan", "search_plans",
-           "RESHARD_MODES", "reshard_bytes_per_gpu", "reshard_time_s"]
-# the weight sync and model switches as mechanisms (sec-weight-sync-mechanism) are importable
-# from here; they join __all__ once book/api/cost.md documents them
+           "RESHARD_MODES", "reshard_bytes_per_gpu", "reshard_time_s",
+           "SYNC_MODES", "SYNC_BACKENDS", "SYNC_METHODS", "VERL_SYNC_ROWS", "StageBreakdown",
+           "weight_sync_constants", "weight_sync_sources", "num_weight_tensors",
+           "weight_sync_breakdown", "weight_sync_time_s", "switch_breakdown", "switch_time_s",
+           "verl_megatron_plan", "calibrate_weight_sync"]

@@ -600,8 +600,8 @@ VERL_WEIGHT_SYNC = VERL_SYNC_ROWS
 """Measured single-step weight syncs on H20s with a Megatron trainer, as tuples (model, preset
 of the same shape, trainer ranks, rollout ranks, seconds without and with the checkpoint
 engine), from verl docs/advance/fully_async.md, "checkpoint-engine Ablation Experiment"
-(kept in ``rlmperf_lite/cost/data/weight_sync.json``, :data:`rlmperf_lite.cost.weight_sync.
-VERL_SYNC_ROWS`). Qwen2.5-Math-7B has Qwen2.5-7B's shape."""
+(kept in ``rlmperf_lite/cost/data/weight_sync.json``,
+:data:`rlmperf_lite.cost.VERL_SYNC_ROWS`). Qwen2.5-Math-7B has Qwen2.5-7B's shape."""
 
 
 def weight_sync_against_verl(workload: Workload | None = None, **system_kw) -> list:
@@ -609,7 +609,7 @@ def weight_sync_against_verl(workload: Workload | None = None, **system_kw) -> l
     rollout and trainer ranks of each run) next to verl's measurements
     (:data:`VERL_WEIGHT_SYNC`): the bandwidth bound the chapters used (``bandwidth_s``), and
     the mechanism model with verl's Megatron trainer (its assumed layout,
-    :func:`~rlmperf_lite.cost.weight_sync.verl_megatron_plan`) without and with the checkpoint
+    :func:`~rlmperf_lite.cost.verl_megatron_plan`) without and with the checkpoint
     engine (``modelled_s``, ``modelled_checkpoint_engine_s``).
 
     Returns:
