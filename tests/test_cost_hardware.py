@@ -11,7 +11,12 @@ FIELDS = ("peak_flops", "hbm_bytes", "hbm_bandwidth_bytes_per_s",
 def test_every_preset_value_has_a_source(name):
     hw = hardware_preset(name)
     assert set(FIELDS) <= set(hw.sources), sorted(set(FIELDS) - set(hw.sources))
-    assert hw.gpus_per_node == 8
+    # every shipped node holds 8 GPUs but the NVL72 rack's 4-GPU compute trays, 18 of which
+    # share one 72-GPU NVLink domain
+    assert hw.gpus_per_node == (4 if name == "gb200-nvl72" else 8)
+    assert hw.nvlink_domain == (72 if name == "gb200-nvl72" else hw.gpus_per_node)
+    if hw.nvlink_domain_gpus is not None:
+        assert "nvlink_domain_gpus" in hw.sources
     assert hw.peak("bf16") > hw.peak("fp32") > 0
 
 

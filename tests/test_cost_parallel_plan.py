@@ -24,15 +24,15 @@ def test_a_valid_plan_has_no_broken_rule():
     (ParallelPlan(tp=3, dp=1), None, "tp=3 does not divide num_attention_heads=64"),
     (ParallelPlan(tp=16, dp=2, microbatches=256), 32, "tp=16 does not divide "
                                                        "num_key_value_heads=8"),
-    (ParallelPlan(tp=16, dp=2, microbatches=256), 32, "tp=16 exceeds gpus_per_node=8"),
+    (ParallelPlan(tp=16, dp=2, microbatches=256), 32, "tp=16 exceeds nvlink_domain_gpus=8"),
     (ParallelPlan(pp=3, dp=1, microbatches=512), 3, "pp=3 does not divide num_hidden_layers=80"),
     (ParallelPlan(pp=8, interleave=3, dp=1, microbatches=512), 8,
      "pp\\*interleave=24 does not divide num_hidden_layers=80"),
     (ParallelPlan(dp=8, ep=2, microbatches=64), 8, "ep=2 needs a MoE model"),
     (ParallelPlan(dp=8, tp=2, microbatches=64), 8, "dp\\*tp\\*pp\\*cp=16 != gpus=8"),
     (ParallelPlan(dp=4, tp=1, sp=True, microbatches=128), 4, "sp=True needs tp > 1"),
-    (ParallelPlan(dp=2, pp=2, zero_stage=3, microbatches=256), 4, "ZeRO-2 and ZeRO-3 are "
-                                                                  "incompatible with pipeline"),
+    (ParallelPlan(dp=2, pp=2, zero_stage=3, microbatches=256), 4, "megatron does not support "
+                                                                  "zero_stage=3 with pp=2"),
     (ParallelPlan(dp=2, pp=8, interleave=2, microbatches=256), 16, None),          # valid
     (ParallelPlan(dp=64, pp=8, microbatches=4), 512, "microbatches=4 != global_batch"),
     (ParallelPlan(dp=128, pp=8, microbatches=4), 1024, "microbatches=4 < pp=8"),

@@ -63,7 +63,7 @@ def test_rejections_carry_their_reasons(dense):
     gb = float(oom[0].split()[3])
     assert gb > 16 * QWEN72.num_params() / 1e9 and oom[0].endswith("GB > 80 GB")
     split = reasons[ParallelPlan(dp=16, tp=16, microbatches=32)]
-    assert "tp=16 exceeds gpus_per_node=8 (a TP group must fit in a node)" in split
+    assert "tp=16 exceeds nvlink_domain_gpus=8 (a TP group must fit in an NVLink domain)" in split
     assert any("does not divide num_key_value_heads=8" in r for r in split)
     for plan, why in dense.rejected:
         assert why and plan.gpus == 256

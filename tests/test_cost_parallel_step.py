@@ -113,7 +113,7 @@ def test_bad_inputs():
         train_step_time(QWEN7, H100, ParallelPlan(dp=8, microbatches=8), WORK, efficiency=0)
     with pytest.raises(ValueError, match="overlap"):
         train_step_time(QWEN7, H100, ParallelPlan(dp=8, microbatches=8), WORK, overlap=2)
-    with pytest.raises(ValueError, match="tp=16 exceeds gpus_per_node=8"):
+    with pytest.raises(ValueError, match="tp=16 exceeds nvlink_domain_gpus=8"):
         train_step_time(model_preset("qwen2.5-72b"), H100,
                         ParallelPlan(tp=16, microbatches=64), WORK)
     no_links = HardwareSpec(name="box", peak_flops={"bf16": 1e15}, hbm_bytes=8e10,

@@ -258,7 +258,7 @@ def test_bad_input_is_a_value_error_naming_the_argument():
         cp_overlap_min_chunk_tokens("deepseek-v3", H100, bandwidth_bytes_per_s=50e9)
     with pytest.raises(ValueError, match="ratio"):
         tp_comm_threshold(LLAMA70, H100, 4096, ratio=0)
-    with pytest.raises(ValueError, match="tp=16 must fit in a node"):
+    with pytest.raises(ValueError, match="tp=16 must fit in an NVLink domain"):
         tp_decode_workdepth(LLAMA70, H100, 16)
     with pytest.raises(ValueError, match="response_len"):
         tp_decode_workdepth(LLAMA70, H100, 8, response_len=1)

@@ -79,7 +79,7 @@ def test_tp_plan_results_apply_every_rule_and_equal_the_library():
     mem, step, hw = tp_plan_results("llama-3.1-70b", "h100", 8, True, 2, 8192)
     assert mem == memory_per_gpu(m, _plan(8, True, 2), wl)
     assert step == train_step_time(m, H100, _plan(8, True, 2), wl) and hw == H100
-    with pytest.raises(ValueError, match="tp=16 exceeds gpus_per_node=8"):
+    with pytest.raises(ValueError, match="tp=16 exceeds nvlink_domain_gpus=8"):
         tp_plan_results("gpt3-175b", "h100", 16, True, 1, 4096)
     across = replace(H100, gpus_per_node=16)                       # a HardwareSpec is accepted
     assert tp_plan_results("gpt3-175b", across, 16, True, 1, 4096)[2] is across

@@ -76,8 +76,9 @@ def test_rejection_summary_counts_every_reason_once_per_plan(search):
     summary = dict(rejection_summary(search))
     assert sum(summary.values()) == sum(len(why) for _, why in search.rejected)
     node = sum(1 for _, why in search.rejected
-               if any("exceeds gpus_per_node=8" in w for w in why))
-    assert summary["tp=N exceeds gpus_per_node=N (a TP group must fit in a node)"] == node
+               if any("exceeds nvlink_domain_gpus=8" in w for w in why))
+    assert summary["tp=N exceeds nvlink_domain_gpus=N (a TP group must fit in an NVLink "
+                   "domain)"] == node
     oom = sum(1 for _, why in search.rejected if any(w.startswith("out of memory") for w in why))
     assert summary["out of memory: N GB > N GB"] == oom > 0
     assert "out of memory: N GB &gt; N GB" in rejection_table_html(search)

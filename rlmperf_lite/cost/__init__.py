@@ -39,11 +39,12 @@ from .tp_workdepth import (TPWorkDepth, cp_overlap_min_chunk_tokens, decode_tp_f
                            tp_decode_workdepth, tp_train_workdepth)
 from .pp_workdepth import (MoEWorkDepth, PipelineWorkDepth, moe_layer_workdepth_s,
                            pipeline_depth_slots, pipeline_workdepth_s, skewed_routing)
-from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload
+from .backends import DEFAULT_BACKEND, TRAINING_BACKENDS, TrainingBackend, training_backend
+from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, balanced_stage_layers
 from .parallel_memory import (InferenceMemory, TrainMemory, inference_memory_per_gpu,
                               memory_per_gpu, model_state_breakdown, model_state_bytes_per_gpu)
 from .parallel_step import TrainStepTime, train_step_time
-from .planner import PlanSearch, RankedPlan, search_plans
+from .planner import PlanSearch, RankedPlan, compare_nvlink_domains, search_plans
 from .reshard import RESHARD_MODES, reshard_bytes_per_gpu, reshard_time_s
 from .weight_sync import (SYNC_BACKENDS, SYNC_METHODS, SYNC_MODES, VERL_SYNC_ROWS,
                           StageBreakdown, calibrate_weight_sync, num_weight_tensors,
@@ -90,4 +91,6 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "SYNC_MODES", "SYNC_BACKENDS", "SYNC_METHODS", "VERL_SYNC_ROWS", "StageBreakdown",
            "weight_sync_constants", "weight_sync_sources", "num_weight_tensors",
            "weight_sync_breakdown", "weight_sync_time_s", "switch_breakdown", "switch_time_s",
-           "verl_megatron_plan", "calibrate_weight_sync"]
+           "verl_megatron_plan", "calibrate_weight_sync", "DEFAULT_BACKEND", "TRAINING_BACKENDS",
+           "TrainingBackend", "training_backend", "balanced_stage_layers",
+           "compare_nvlink_domains"]

@@ -61,8 +61,8 @@ __all__ = ["DP_LINKS", "ADAM_STEP_BYTES_PER_PARAM", "DPCollective", "OverlapWind
            "overlap_threshold_tokens", "overlap_threshold_search"]
 
 DP_LINKS = ("auto", "nvlink", "network")
-"""Where the dp ring runs: "auto" as the library places ranks (NVLink while dp fits in a
-node), "nvlink" (dp must fit in a node), "network" (every rank in its own node)."""
+"""Where the dp ring runs: "auto" as the library places ranks (NVLink while dp fits in an
+NVLink domain), "nvlink" (dp must fit in one), "network" (every rank in its own node)."""
 
 ADAM_STEP_BYTES_PER_PARAM = 28
 """Bytes a mixed-precision AdamW step reads and writes per parameter: the bf16 gradient (2), the
@@ -207,17 +207,18 @@ def _setup(model, hardware, dp, zero_stage, link, recompute, efficiency, latency
     check_choice("recompute", recompute, RECOMPUTE)
     check_number("efficiency", efficiency, low=0, high=1, low_open=True)
     check_number("latency_s", latency_s, low=0)
-    if link == "nvlink" and dp > hw.gpus_per_node:
-        raise ValueError(f"link='nvlink' needs dp <= gpus_per_node={hw.gpus_per_node} (one "
-                         f"node), got dp={dp}; choose link='network'")
+    if link == "nvlink" and dp > hw.nvlink_domain:
+        raise ValueError(f"link='nvlink' needs dp <= nvlink_domain_gpus={hw.nvlink_domain} (one "
+                         f"NVLink domain), got dp={dp}; choose link='network'")
     if link == "network":                      # every rank in its own node: the network's links
-        hw = replace(hw, gpus_per_node=1)
+        hw = replace(hw, gpus_per_node=1, nvlink_domain_gpus=None)
     return m, hw
 
 
 def _bus_bandwidth(hw: HardwareSpec, dp: int) -> float:
-    """The dp ring's link, placed as :func:`train_step_time` places it (NVLink within a node)."""
-    bw = hw.intra_node_bandwidth_bytes_per_s if dp <= hw.gpus_per_node else \
+    """The dp ring's link, placed as :func:`train_step_time` places it (NVLink within an NVLink
+    domain)."""
+    bw = hw.intra_node_bandwidth_bytes_per_s if dp <= hw.nvlink_domain else \
         hw.inter_node_bandwidth_bytes_per_s
     if bw is None:
         raise ValueError(f"hardware {hw.name!r} has no link bandwidths; use a GPU preset such "
@@ -257,7 +258,7 @@ def dp_update_workdepth(model, hardware="h100", *, dp: int, zero_stage: int = 0,
         latency_s: alpha, seconds per ring step (train_step_time has none: 0 matches it).
         efficiency: share of the peak FLOP/s the kernels reach, as train_step_time's.
     Raises:
-        ValueError: an unknown model, hardware or link, dp > gpus_per_node with
+        ValueError: an unknown model, hardware or link, dp > the NVLink domain with
             link="nvlink", and as :func:`train_step_time` and :func:`memory_per_gpu`.
     """
     m, hw = _setup(model, hardware, dp, zero_stage, link, recompute, efficiency, latency_s)

@@ -5,8 +5,9 @@ All figures are per device. FLOP/s are *dense* peaks (vendors often print "with 
 twice the dense figure); ``fp32`` is the vendor's FP32 figure, non-tensor-core for NVIDIA, the
 matrix-core one for AMD's MI300X. Link bandwidths are per GPU in one direction (NVLink's
 "900 GB/s" for H100 is the two directions added). ``hbm_bytes`` takes the vendor's "80GB" as
-80e9 bytes. Sources: each
-preset's ``sources`` field, from the vendors' datasheets.
+80e9 bytes. The NVLink bandwidth joins the GPUs of one NVLink domain — a node of 8 for HGX
+boards, a 72-GPU rack for GB200 NVL72 (``nvlink_domain_gpus``) — and the network the rest.
+Sources: each preset's ``sources`` field, from the vendors' datasheets.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from ..checks import check_int, check_number
 __all__ = ["HardwareSpec", "hardware_preset", "hardware_presets", "measure_cpu"]
 
 _ALIASES = {"h100": "h100-sxm", "a100": "a100-80gb", "a100-40": "a100-40gb",
-            "a100-80": "a100-80gb", "h200-sxm": "h200", "mi300": "mi300x"}
+            "a100-80": "a100-80gb", "h200-sxm": "h200", "mi300": "mi300x", "gb200": "gb200-nvl72",
+            "nvl72": "gb200-nvl72"}
 
 
 @dataclass(frozen=True)
@@ -36,12 +38,16 @@ class HardwareSpec:
             fp4.
         hbm_bytes, hbm_bandwidth_bytes_per_s: device memory and its bandwidth.
         intra_node_bandwidth_bytes_per_s, inter_node_bandwidth_bytes_per_s: per GPU, one
-            direction (NVLink / Infinity Fabric; the node's network card per GPU).
-        gpus_per_node: devices per node.
+            direction (NVLink / Infinity Fabric within the NVLink domain; the network card per
+            GPU beyond it).
+        gpus_per_node: devices per node (server, or compute tray of a rack).
         host_link_bandwidth_bytes_per_s: GPU <-> host memory (PCIe), one direction, peak; None =
             unknown (offload and sleep/wake costs then refuse, see
             :func:`rlmperf_lite.cost.switch_time_s`).
         sources: {field: where the value comes from}.
+        nvlink_domain_gpus: devices joined by NVLink (NVSwitch) at the intra-node bandwidth, a
+            multiple of gpus_per_node (72 for a GB200 NVL72 rack of 4-GPU trays); None: one
+            node. Read it through :attr:`nvlink_domain`.
     """
 
     name: str
@@ -53,6 +59,7 @@ class HardwareSpec:
     gpus_per_node: int = 1
     sources: dict = field(default_factory=dict, compare=False)
     host_link_bandwidth_bytes_per_s: float | None = None
+    nvlink_domain_gpus: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.peak_flops, dict) or not self.peak_flops:
@@ -68,6 +75,16 @@ class HardwareSpec:
             if getattr(self, f) is not None:
                 check_number(f"HardwareSpec.{f}", getattr(self, f), low=0, low_open=True)
         check_int("HardwareSpec.gpus_per_node", self.gpus_per_node, 1)
+        check_int("HardwareSpec.nvlink_domain_gpus", self.nvlink_domain_gpus, 1, optional=True)
+        if self.nvlink_domain_gpus is not None and self.nvlink_domain_gpus % self.gpus_per_node:
+            raise ValueError(f"HardwareSpec.nvlink_domain_gpus={self.nvlink_domain_gpus} must be "
+                             f"a multiple of gpus_per_node={self.gpus_per_node} (a domain holds "
+                             f"whole nodes); use None for one node")
+
+    @property
+    def nvlink_domain(self) -> int:
+        """GPUs that reach each other over NVLink: ``nvlink_domain_gpus``, else one node's."""
+        return self.nvlink_domain_gpus or self.gpus_per_node
 
     def peak(self, dtype: str = "bf16") -> float:
         """Dense peak FLOP/s for ``dtype``.
@@ -113,7 +130,7 @@ def resolve_hardware(hardware, label: str = "hardware") -> HardwareSpec:
 
 def hardware_preset(name: str) -> HardwareSpec:
     """A shipped accelerator by name (case-insensitive; "h100" = "h100-sxm", "a100" =
-    "a100-80gb").
+    "a100-80gb", "nvl72" = "gb200" = "gb200-nvl72", a 72-GPU NVLink domain).
 
     Raises:
         ValueError: an unknown name, listing the known ones.
@@ -132,7 +149,8 @@ def hardware_preset(name: str) -> HardwareSpec:
                         intra_node_bandwidth_bytes_per_s=d["intra_node_bandwidth_bytes_per_s"],
                         inter_node_bandwidth_bytes_per_s=d["inter_node_bandwidth_bytes_per_s"],
                         gpus_per_node=d["gpus_per_node"], sources=d["sources"],
-                        host_link_bandwidth_bytes_per_s=d.get("host_link_bandwidth_bytes_per_s"))
+                        host_link_bandwidth_bytes_per_s=d.get("host_link_bandwidth_bytes_per_s"),
+                        nvlink_domain_gpus=d.get("nvlink_domain_gpus"))
 
 
 def _best_rate(fn, work: float, seconds: float) -> float:

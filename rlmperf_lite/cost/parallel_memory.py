@@ -8,7 +8,9 @@ and K N of optimizer states (K = 12: fp32 master weights, momentum, variance). O
 data-parallel ranks, stage 1 shards the optimizer states, stage 2 the gradients too, stage 3
 the weights too. Fig. 1, N = 7.5e9, N_d = 64: 120, 31.4, 16.6 and 1.9 GB.
 
-Training memory (:func:`memory_per_gpu`), per GPU of the worst pipeline stage:
+Training memory (:func:`memory_per_gpu`), per GPU of the worst pipeline stage — the first,
+the second (the fullest of the middle stages, which hold equal layers) or the last, each with
+the layers of the plan's stage layout (``ParallelPlan.stage_layers``):
 
 - Parameters: every layer the same share of the non-embedding parameters; the first stage
   adds the input embedding, the last the LM head (a copy of a tied embedding when pp > 1, as
@@ -19,14 +21,14 @@ Training memory (:func:`memory_per_gpu`), per GPU of the worst pipeline stage:
   plan's tp, sp and recompute with FlashAttention's logsumexp in place of stored scores
   (:func:`rlmperf_lite.cost.activation_bytes_per_layer`; ``attention="eager"`` for Table 2's
   s^2 term), divided by cp (context parallelism keeps T / cp queries per GPU).
-  Microbatches in flight: 1F1B keeps min(p, m) on the first stage (Narayanan et al. 2021
-  §2.2.1); v-way interleaving keeps min(m v, v p + p - 1) chunks of 1/v of the layers, which is
-  p (1 + (p - 1) / (p v)) micro-batches once m is large (Korthikanti et al. 2022 §4.2.3); 1 on
-  the last stage; GPipe keeps all m; without a pipeline one microbatch at a time (gradient
-  accumulation). Full recomputation keeps each layer's input (2 T b D, / tp with sp) and adds
-  one layer's full activations, rebuilt in backward. The stage with the LM head holds one
-  microbatch's fp32 logits, 4 T b V / (tp cp) bytes, or one chunk of them with
-  ``logits="chunked"``, and the final norm's and head's inputs
+  Microbatches in flight: 1F1B keeps min(p - i, m) on stage i (Narayanan et al. 2021
+  §2.2.1); v-way interleaving keeps min(m v, v p + p - 1 - 2 i) chunks of 1/v of the layers,
+  which is p (1 + (p - 1) / (p v)) micro-batches on the first once m is large (Korthikanti et
+  al. 2022 §4.2.3); 1 on the last stage; GPipe keeps all m; without a pipeline one microbatch
+  at a time (gradient accumulation). Full recomputation keeps each layer's input (2 T b D,
+  / tp with sp) and adds one layer's full activations, rebuilt in backward. The stage with
+  the LM head holds one microbatch's fp32 logits, 4 T b V / (tp cp) bytes, or one chunk of
+  them with ``logits="chunked"``, and the final norm's and head's inputs
   (``rlmperf_lite.cost.memory.lm_head_activation_bytes``).
 - Not counted: temporary buffers (ZeRO-3's gathered layer, communication buckets), the CUDA
   context, fragmentation.
@@ -45,7 +47,8 @@ from ..checks import check_choice, check_int, check_number
 from .memory import (ATTENTION, LOGITS, activation_bytes_per_layer, kv_cache_bytes,
                      kv_cache_bytes_per_token, kv_cache_split, lm_head_activation_bytes)
 from .model import ModelConfig
-from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, plan_columns
+from .parallel_plan import (RECOMPUTE, ParallelPlan, TrainWorkload, plan_columns,
+                            stage_layer_arrays)
 
 __all__ = ["model_state_breakdown", "model_state_bytes_per_gpu", "TrainMemory",
            "memory_per_gpu", "InferenceMemory", "inference_memory_per_gpu", "SCHEDULES"]
@@ -87,7 +90,8 @@ def model_state_bytes_per_gpu(num_params: float, dp: int, zero_stage: int,
 
 @dataclass(frozen=True)
 class TrainMemory:
-    """Bytes per GPU on the worst pipeline stage (``stage``: "first" or "last")."""
+    """Bytes per GPU on the worst pipeline stage (``stage``: "first", "middle" — the second
+    stage — or "last")."""
 
     weights_bytes: float
     grads_bytes: float
@@ -104,19 +108,35 @@ class TrainMemory:
         return {**asdict(self), "total_bytes": self.total_bytes}
 
 
-def stage_params(m: ModelConfig, pp):
-    """(non-expert parameters of the first stage, of the last stage, routed-expert parameters
-    of any stage), whole (not yet split by tp or ep); ``pp`` an array."""
+def stage_param_arrays(m: ModelConfig, pp, first_layers, middle_layers, last_layers) -> dict:
+    """Parameters, whole (not yet split by tp or ep), of the first, a middle and the last
+    pipeline stage holding ``*_layers`` layers each (arrays, one per plan): {"first",
+    "middle", "last"} non-expert, {"expert_first", "expert_middle", "expert_last"} routed
+    experts (every layer the same share). The first stage adds the embedding, the last the
+    final norm and the LM head (a tied head's copy when pp > 1); pp = 1 holds everything."""
     b, L = m.param_breakdown(), m.num_hidden_layers
     norm = b["norms"] / (2 * L + 1)                           # one norm's parameters
     per_layer = (b["attention"] + b["dense_mlp"] + b["router"] + b["shared_experts"]
                  + 2 * L * norm) / L
     emb = b["embedding"] + b["position_embedding"]
     head = b["lm_head"] or m.vocab_size * m.hidden_size       # a tied head's copy when pp > 1
-    layers = L / pp
-    first = np.where(pp == 1, emb + L * per_layer + b["lm_head"] + norm, emb + layers * per_layer)
-    last = np.where(pp == 1, first, head + norm + layers * per_layer)
-    return first, last, layers * b["routed_experts"] / L
+    one = np.asarray(pp) == 1
+    out = {"first": np.where(one, emb + L * per_layer + b["lm_head"] + norm,
+                             emb + first_layers * per_layer),
+           "middle": middle_layers * per_layer}
+    out["last"] = np.where(one, out["first"], head + norm + last_layers * per_layer)
+    for k, n in (("first", first_layers), ("middle", middle_layers), ("last", last_layers)):
+        out[f"expert_{k}"] = n * b["routed_experts"] / L
+    return out
+
+
+def stage_params(m: ModelConfig, pp):
+    """(non-expert parameters of the first stage, of the last stage, routed-expert parameters
+    of any stage), whole (not yet split by tp or ep), with L / pp layers per stage; ``pp`` an
+    array (:func:`stage_param_arrays` for uneven stages)."""
+    layers = m.num_hidden_layers / np.asarray(pp, dtype=np.float64)
+    d = stage_param_arrays(m, pp, layers, layers, layers)
+    return d["first"], d["last"], d["expert_first"]
 
 
 def _per_distinct(fn, *cols) -> np.ndarray:
@@ -139,22 +159,38 @@ def _activation_per_layer(m: ModelConfig, s: int, b: int, tp, sp, rc, attention:
     return _per_distinct(one, tp, sp, rc)
 
 
+def _in_flight(schedule: str, pp, mb, v) -> tuple:
+    """Micro-batches whose activations the first stage, the second (the fullest middle one)
+    and the last hold at the peak (module docstring)."""
+    if schedule == "gpipe":
+        every = np.where(pp > 1, mb, 1.0)
+        return every, every, every
+
+    def stage(i):
+        # interleaved: stage i holds min(m v, v p + p - 1 - 2 i) model chunks' micro-batches
+        # (Megatron's warm-up, 2 (p - i - 1) + (v - 1) p, plus one), each 1/v of its layers
+        chunks = np.minimum(mb * v, v * pp + pp - 1 - 2 * i) / v
+        return np.where(pp > 1, np.where(v > 1, chunks, np.minimum(pp - i, mb)), 1.0)
+    return stage(0), stage(1), 1.0
+
+
 def train_memory_arrays(m: ModelConfig, cols: dict, workload: TrainWorkload,
                         schedule: str = "1f1b", weight_bytes: int = 2, grad_bytes: int = 2,
                         optimizer_bytes_per_param: int = 12, *, attention: str = "flash",
                         logits: str = "fp32", logits_chunk: int = 512) -> dict:
-    """:func:`memory_per_gpu` for every plan in ``cols`` (:func:`plan_columns`) at once."""
+    """:func:`memory_per_gpu` for every plan in ``cols`` (:func:`plan_columns`) at once; the
+    worst of the first, second and last stage ("stage": 0, 1, 2; "is_last")."""
     dp, tp, pp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp", "ep"))
     sp, z, rc = cols["sp"], cols["zero_stage"], cols["recompute"]
-    mb, v = cols["microbatches"].astype(np.float64), cols["interleave"]
     s, b = workload.seq_len, workload.micro_batch_size
-    first, last, expert = stage_params(m, pp)
+    layers = stage_layer_arrays(m.num_hidden_layers, pp, cols["first_stage_layers"],
+                                cols["last_stage_layers"])             # first, middle, last, n
+    params = stage_param_arrays(m, pp, *layers[:3])
     n_dense, n_exp = dp * cp, dp * cp / ep                   # ranks each state is sharded over
-    e_local = expert / (tp * ep)
 
-    def states(dense):
-        d = dense / tp
-        shard = {k: np.where(z >= stage, d / n_dense + e_local / n_exp, d + e_local)
+    def states(dense, expert):
+        d, e = dense / tp, expert / (tp * ep)
+        shard = {k: np.where(z >= stage, d / n_dense + e / n_exp, d + e)
                  for k, stage in (("w", 3), ("g", 2), ("o", 1))}
         return (weight_bytes * shard["w"], grad_bytes * shard["g"],
                 optimizer_bytes_per_param * shard["o"])
@@ -163,28 +199,22 @@ def train_memory_arrays(m: ModelConfig, cols: dict, workload: TrainWorkload,
     # full recomputation rebuilds one layer's activations at a time in the backward
     full_layer = _activation_per_layer(m, s, b, cols["tp"], sp, np.zeros_like(rc), attention)
     working = np.where(rc == RECOMPUTE.index("full"), full_layer / cp, 0.0)
-    layers = m.num_hidden_layers / pp
-    if schedule == "gpipe":
-        in_first, in_last = np.where(pp > 1, mb, 1.0), np.where(pp > 1, mb, 1.0)
-    else:
-        # interleaved: the first stage holds min(m v, v p + p - 1) model chunks' micro-batches
-        # (Megatron's warm-up, 2 (p - 1) + (v - 1) p, plus one), each 1/v of its layers
-        chunks = np.minimum(mb * v, v * pp + pp - 1) / v
-        in_first = np.where(pp > 1, np.where(v > 1, chunks, np.minimum(pp, mb)), 1.0)
-        in_last = 1.0
     head = _per_distinct(lambda t, c, q: lm_head_activation_bytes(
         m, s, b, tp=t, cp=c, sp=bool(q), logits=logits, chunk_tokens=logits_chunk),
         cols["tp"], cols["cp"], sp)                          # on the stage with the LM head
-    act_first = per_layer * layers * in_first + working + np.where(pp == 1, head, 0.0)
-    act_last = per_layer * layers * in_last + working + head
-    w1, g1, o1 = states(first)
-    w2, g2, o2 = states(last)
-    is_last = (pp > 1) & (w2 + g2 + o2 + act_last > w1 + g1 + o1 + act_first)
-    out = {"weights_bytes": np.where(is_last, w2, w1), "grads_bytes": np.where(is_last, g2, g1),
-           "optimizer_bytes": np.where(is_last, o2, o1),
-           "activation_bytes": np.where(is_last, act_last, act_first), "is_last": is_last}
-    out["total_bytes"] = (out["weights_bytes"] + out["grads_bytes"] + out["optimizer_bytes"]
-                          + out["activation_bytes"])
+    in_flight = _in_flight(schedule, pp, cols["microbatches"].astype(np.float64),
+                           cols["interleave"])
+    head_on = (np.where(pp == 1, head, 0.0), 0.0, head)
+    parts = [(*states(params[k], params[f"expert_{k}"]),
+              per_layer * n * held + working + h)
+             for k, n, held, h in zip(("first", "middle", "last"), layers, in_flight, head_on)]
+    totals = np.stack([sum(p) for p in parts])                # (3, plans)
+    totals[1] = np.where(pp > 2, totals[1], -np.inf)          # no middle stage when pp <= 2
+    totals[2] = np.where(pp > 1, totals[2], -np.inf)
+    stage = np.argmax(totals, axis=0)                         # ties: the earlier stage
+    out = {k: np.choose(stage, [p[j] for p in parts]) for j, k in enumerate(
+        ("weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes"))}
+    out.update(stage=stage, is_last=stage == 2, total_bytes=np.max(totals, axis=0))
     return out
 
 
@@ -207,7 +237,7 @@ def memory_per_gpu(model: ModelConfig, plan: ParallelPlan, workload: TrainWorklo
             time), as ``rlmperf_lite.cost.memory.lm_head_activation_bytes``.
     Raises:
         ValueError: a plan that breaks a rule of :meth:`ParallelPlan.check` (without the
-            node-size rule, which needs hardware), bad types, byte counts or options.
+            NVLink-domain rule, which needs hardware), bad types, byte counts or options.
     """
     if not isinstance(plan, ParallelPlan):
         raise ValueError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
@@ -226,7 +256,7 @@ def memory_per_gpu(model: ModelConfig, plan: ParallelPlan, workload: TrainWorklo
                              logits=logits, logits_chunk=logits_chunk)
     return TrainMemory(*(float(r[k][0]) for k in ("weights_bytes", "grads_bytes",
                                                   "optimizer_bytes", "activation_bytes")),
-                       stage="last" if r["is_last"][0] else "first")
+                       stage=("first", "middle", "last")[int(r["stage"][0])])
 
 
 @dataclass(frozen=True)

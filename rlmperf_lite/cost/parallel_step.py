@@ -7,7 +7,11 @@ p = pp, v interleave, activations and gradients bf16 = 2 bytes):
 
 - Compute: the step's training FLOPs (:func:`rlmperf_lite.cost.train_flops`; full recompute
   adds a forward of the layers, selective recompute the attention core's forward) over
-  gpus x peak x ``efficiency``, spread evenly over every GPU.
+  gpus x peak x ``efficiency``, spread evenly over every GPU — then times the stage imbalance
+  L_max / (L / p), L_max the layers of the fullest stage (``ParallelPlan.stage_layers``): the
+  stages run in lockstep, so each microbatch slot lasts as long as the slowest stage's work
+  (the embedding and LM head are spread evenly, as without uneven stages). Per-layer traffic
+  (TP, CP, EP) is counted on that stage's L_max layers (its MoE share of them).
 - TP (Narayanan et al. 2021 §2.3, Fig. 5): per layer and microbatch, 2 all-reduces forward and
   2 backward of the (T / cp) b D activations; with sequence parallelism each becomes an
   all-gather plus a reduce-scatter, the same bytes and time (Korthikanti et al. 2022 §4.2.2).
@@ -27,11 +31,12 @@ p = pp, v interleave, activations and gradients bf16 = 2 bytes):
   reduce-scatter of gradients and an all-gather of updated weights per step; stage 2: the
   reduce-scatter at every microbatch (gradients are kept sharded), the all-gather per step;
   stage 3: per microbatch a reduce-scatter and two all-gathers of the weights (forward and
-  backward). Sizes are of the worst pipeline stage.
+  backward). Sizes are of the stage with the most parameters.
 - Placement: ranks ordered tp, cp, (ep,) dp, pp, tp innermost (Megatron-Core's default
-  tp-cp-ep-dp-pp); a group runs at the node's link bandwidth (NVLink) when the ranks it spans
-  fit in a node — tp; tp x cp; tp x ep; tp x cp x dp; the whole tp x cp x dp x pp for the
-  pipeline — and at the per-GPU network bandwidth otherwise. Link bandwidths are used as bus
+  tp-cp-ep-dp-pp); a group runs at the NVLink bandwidth when the ranks it spans fit in an
+  NVLink domain (``HardwareSpec.nvlink_domain``: a node of 8, or a 72-GPU NVL72 rack) — tp;
+  tp x cp; tp x ep; tp x cp x dp; the whole tp x cp x dp x pp for the pipeline — and at the
+  per-GPU network bandwidth otherwise. Link bandwidths are used as bus
   bandwidths (:mod:`rlmperf_lite.cost.collective`).
 - Overlap: a share ``overlap`` of the DP traffic is hidden behind compute, at most: for the
   gradients' once-per-step all-reduce (stage 0) or reduce-scatter (stage 1), the last
@@ -42,7 +47,7 @@ p = pp, v interleave, activations and gradients bf16 = 2 bytes):
   backward; for stage 3's gathers and reduce-scatters, the whole forward and backward. TP, CP,
   EP and PP traffic is exposed (on the critical path).
 - Pipeline: the bubble (p - 1) / (v m) (:func:`rlmperf_lite.cost.pipeline_bubble_fraction`)
-  of the per-microbatch work, compute plus TP, CP and EP traffic.
+  of the per-microbatch work of the slowest stage, compute plus TP, CP and EP traffic.
 
     total = compute + TP + CP + EP + bubble + PP + exposed DP
 """
@@ -57,8 +62,9 @@ from .collective import bus_factor, collective_time_s_array
 from .flops import forward_flops, matmul_weights_per_token, train_flops
 from .hardware import HardwareSpec
 from .model import ModelConfig
-from .parallel_memory import stage_params
-from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, plan_columns
+from .parallel_memory import stage_param_arrays
+from .parallel_plan import (RECOMPUTE, ParallelPlan, TrainWorkload, plan_columns,
+                            stage_layer_arrays)
 
 __all__ = ["TrainStepTime", "train_step_time", "COMM_KINDS"]
 
@@ -116,15 +122,22 @@ def step_time_arrays(m: ModelConfig, hw: HardwareSpec, cols: dict, workload: Tra
     """:func:`train_step_time` for every plan in ``cols`` (:func:`plan_columns`) at once."""
     z, mb = cols["zero_stage"], cols["microbatches"].astype(np.float64)
     pp, v = cols["pp"].astype(np.float64), cols["interleave"].astype(np.float64)
-    compute, backward = _compute_s(m, hw, cols, workload, efficiency, dtype)
-    gpn = hw.gpus_per_node
+    layers = stage_layer_arrays(m.num_hidden_layers, pp, cols["first_stage_layers"],
+                                cols["last_stage_layers"])             # first, middle, last, n
+    slowest = np.maximum(np.maximum(layers[0], layers[2]), np.where(pp > 2, layers[1], 0))
+    imbalance = slowest * pp / m.num_hidden_layers             # L_max / (L / p); even: 1.0
+    compute, backward = (x * imbalance for x in _compute_s(m, hw, cols, workload, efficiency,
+                                                           dtype))
+    nvl = hw.nvlink_domain
     intra, inter = hw.intra_node_bandwidth_bytes_per_s, hw.inter_node_bandwidth_bytes_per_s
 
     def bw(span):
-        return np.where(span <= gpn, intra or np.inf, inter or np.inf)   # missing: n = 1 only
+        return np.where(span <= nvl, intra or np.inf, inter or np.inf)   # missing: n = 1 only
 
-    sec, vol = _model_parallel_comm(m, cols, workload, activation_bytes, bw)
-    grad_step, param_step, micro_s, vol["dp"] = _dp_comm(m, cols, grad_bytes, weight_bytes, bw)
+    sec, vol = _model_parallel_comm(m, cols, workload, activation_bytes, bw, imbalance)
+    params = stage_param_arrays(m, pp, *layers[:3])
+    grad_step, param_step, micro_s, vol["dp"] = _dp_comm(cols, params, grad_bytes, weight_bytes,
+                                                         bw)
     sec["dp"] = grad_step + param_step + micro_s
     forward = compute - backward
     exposed = (grad_step - np.minimum(overlap * grad_step, backward / mb)
@@ -152,14 +165,15 @@ def _compute_s(m, hw, cols, workload, efficiency, dtype) -> tuple:
     return compute, compute * (flops - B * forward_flops(m, s)) / flops
 
 
-def _model_parallel_comm(m, cols, workload, A, bw) -> tuple:
+def _model_parallel_comm(m, cols, workload, A, bw, imbalance=1.0) -> tuple:
     """({tp, cp, ep, pp: seconds}, {same: bytes per GPU}) of a step's model-parallel
-    collectives per plan (Megatron's counts; book section :ref:`sec-tp-workdepth`)."""
+    collectives per plan on the slowest stage, ``imbalance`` times L / pp layers (Megatron's
+    counts; book section :ref:`sec-tp-workdepth`)."""
     dp, tp, pp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp", "ep"))
     mb, v = cols["microbatches"].astype(np.float64), cols["interleave"].astype(np.float64)
     full = (cols["recompute"] == RECOMPUTE.index("full")).astype(np.float64)
     s, b, D = workload.seq_len, workload.micro_batch_size, m.hidden_size
-    layers = m.num_hidden_layers / pp
+    layers = m.num_hidden_layers / pp * imbalance
     sec, vol = {}, {}
     # tensor parallel: 4 (+2) all-reduces of (T/cp) b D per layer and microbatch
     n = mb * layers * (4 + 2 * full)
@@ -172,7 +186,7 @@ def _model_parallel_comm(m, cols, workload, A, bw) -> tuple:
     sec["cp"] = n * collective_time_s_array("all_gather", size, cp, bw(tp * cp))
     vol["cp"] = n * size * bus_factor("all_gather", cp)
     # expert parallel: 4 (+2) all-to-alls of the GPU's tokens x top-k per MoE layer
-    n = mb * (m.num_moe_layers / pp) * (4 + 2 * full)
+    n = mb * (m.num_moe_layers / pp * imbalance) * (4 + 2 * full)
     size = s * b * m.num_experts_per_tok * D * A / (cp * tp)
     sec["ep"] = n * collective_time_s_array("all_to_all", size, ep, bw(tp * ep))
     vol["ep"] = n * size * bus_factor("all_to_all", ep)
@@ -182,17 +196,18 @@ def _model_parallel_comm(m, cols, workload, A, bw) -> tuple:
     return sec, vol
 
 
-def _dp_comm(m, cols, grad_bytes, weight_bytes, bw) -> tuple:
+def _dp_comm(cols, p, grad_bytes, weight_bytes, bw) -> tuple:
     """Data parallelism's seconds per step (the gradients' sync, the weights' gather, ZeRO-2/3's
     per-micro-batch calls) and bytes per GPU, non-expert and expert parameters in their own
-    groups (ZeRO stages: Rajbhandari et al. 2020)."""
-    dp, tp, pp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp", "ep"))
+    groups (ZeRO stages: Rajbhandari et al. 2020), of the stage with the most parameters
+    (``p``: :func:`rlmperf_lite.cost.parallel_memory.stage_param_arrays`)."""
+    dp, tp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "cp", "ep"))
     z, mb = cols["zero_stage"], cols["microbatches"].astype(np.float64)
-    first, last, expert = stage_params(m, pp)
+    dense = np.maximum(np.maximum(p["first"], p["last"]), p["middle"])
+    expert = np.maximum(np.maximum(p["expert_first"], p["expert_last"]), p["expert_middle"])
     bw_dp = bw(tp * cp * dp)
     grad_step = param_step = micro_s = vol_dp = 0.0
-    for params, group in ((np.maximum(first, last) / tp, dp * cp),
-                          (expert / (tp * ep), dp * cp / ep)):
+    for params, group in ((dense / tp, dp * cp), (expert / (tp * ep), dp * cp / ep)):
         g, w = grad_bytes * params, weight_bytes * params
         ar, rs, ag = (collective_time_s_array(op, x, group, bw_dp) for op, x in
                       (("all_reduce", g), ("reduce_scatter", g), ("all_gather", w)))
@@ -222,7 +237,7 @@ def train_step_time(model: ModelConfig, hardware: HardwareSpec, plan: ParallelPl
             gradients and weights.
     Raises:
         ValueError: a plan breaking a rule of :meth:`ParallelPlan.check` (with the hardware's
-            node size), ``efficiency`` outside (0, 1], ``overlap`` outside [0, 1], a dtype the
+            NVLink domain), ``efficiency`` outside (0, 1], ``overlap`` outside [0, 1], a dtype the
             hardware has no peak for, hardware without link bandwidths when gpus > 1.
     """
     if not isinstance(plan, ParallelPlan):

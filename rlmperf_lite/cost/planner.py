@@ -4,10 +4,14 @@ time (book section :ref:`sec-choose-plan`).
 The search space for ``gpus`` GPUs: every ordered factorisation dp x tp x pp x cp = gpus; for a
 MoE model every ep dividing dp x cp (ep = 1 for a dense model); every ZeRO stage, recompute
 mode, sp (True only with tp > 1) and interleave (> 1 only with pp > 1) among the options given.
-microbatches = global_batch / (dp x micro_batch_size). Combinations that are meaningless by
-construction (sp without tp, interleaving without a pipeline, ep on a dense model) are not
-generated; all others are, and each is either ranked or rejected with the rules it breaks
-(:meth:`rlmperf_lite.cost.ParallelPlan.check`) and "out of memory" when
+microbatches = global_batch / (dp x micro_batch_size). Stages: L / pp layers each when pp x v
+divides L, else (``uneven_stages``) the balanced first/last-stage layout of
+:func:`rlmperf_lite.cost.balanced_stage_layers` (94 layers, pp = 4: 23/24/24/23),
+as Megatron-Core's ``--decoder-first/last-pipeline-num-layers`` allow. Every plan carries the
+``backend`` whose rules apply (:mod:`rlmperf_lite.cost.backends`). Combinations that are
+meaningless by construction (sp without tp, interleaving without a pipeline, ep on a dense
+model) are not generated; all others are, and each is either ranked or rejected with the
+rules it breaks (:meth:`rlmperf_lite.cost.ParallelPlan.check`) and "out of memory" when
 :func:`rlmperf_lite.cost.memory_per_gpu` exceeds ``memory_fraction`` of the HBM.
 
 All candidates are costed at once with numpy arrays, through the same kernels as
@@ -17,19 +21,22 @@ the numbers equal theirs plan by plan (``tests/test_cost_parallel_planner.py``).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
 
-from ..checks import check_choice, check_int, check_number
-from .hardware import HardwareSpec
+from ..checks import check_bool, check_choice, check_int, check_number
+from .backends import DEFAULT_BACKEND, training_backend
+from .hardware import HardwareSpec, resolve_hardware
 from .model import ModelConfig
 from .parallel_memory import SCHEDULES, train_memory_arrays
-from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, plan_rules
+from .parallel_plan import (RECOMPUTE, ParallelPlan, TrainWorkload, balanced_stage_layers,
+                            plan_rules)
 from .parallel_step import check_links, step_time_arrays
+from .presets import resolve_model
 
-__all__ = ["RankedPlan", "PlanSearch", "search_plans"]
+__all__ = ["RankedPlan", "PlanSearch", "search_plans", "compare_nvlink_domains"]
 
 _FIELDS = ("dp", "tp", "pp", "cp", "ep", "sp", "zero_stage", "microbatches", "interleave",
            "recompute")
@@ -78,9 +85,10 @@ class PlanSearch:
     def plan(self, i: int) -> ParallelPlan:
         """Candidate ``i`` as a :class:`ParallelPlan`."""
         c = self.columns
+        stages = {k: int(c[k][i]) or None for k in ("first_stage_layers", "last_stage_layers")}
         return ParallelPlan(**{k: (RECOMPUTE[int(c[k][i])] if k == "recompute" else
                                    bool(c[k][i]) if k == "sp" else int(c[k][i]))
-                               for k in _FIELDS})
+                               for k in _FIELDS}, **stages, backend=str(c["backend"][i]))
 
     @cached_property
     def ranked(self) -> list[RankedPlan]:
@@ -112,6 +120,19 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _stage_layouts(cols: dict, L: int, uneven: bool = True) -> None:
+    """Set each plan's first/last stage layers (0 = even): with ``uneven``, the balanced layout
+    where pp x v does not divide L (none found: left even, and the rules reject the plan)."""
+    pp, v = cols["pp"], cols["interleave"]
+    first, last = np.zeros_like(pp), np.zeros_like(pp)
+    for p, w in {(int(a), int(b)) for a, b in zip(pp, v) if uneven and a > 1 and L % (a * b)}:
+        layout = balanced_stage_layers(L, p, w)
+        if layout is not None:
+            sel = (pp == p) & (v == w)
+            first[sel], last[sel] = layout[0], layout[-1]
+    cols["first_stage_layers"], cols["last_stage_layers"] = first, last
+
+
 def _enumerate(model, gpus, workload, zero_stages, recompute, sp, interleave) -> dict:
     base = [(dp, tp, pp, gpus // (dp * tp * pp)) for dp in _divisors(gpus)
             for tp in _divisors(gpus // dp) for pp in _divisors(gpus // (dp * tp))]
@@ -133,33 +154,8 @@ def _enumerate(model, gpus, workload, zero_stages, recompute, sp, interleave) ->
     return cols
 
 
-def search_plans(model: ModelConfig, hardware: HardwareSpec, gpus: int,
-                 workload: TrainWorkload, *, zero_stages=(0, 1, 2, 3), recompute=RECOMPUTE,
-                 sp=(False, True), interleave=(1, 2), efficiency: float = 1.0,
-                 overlap: float = 1.0, memory_fraction: float = 1.0, schedule: str = "1f1b",
-                 dtype: str = "bf16") -> PlanSearch:
-    """Every layout of ``gpus`` GPUs for ``workload`` (module docstring), costed with
-    :func:`rlmperf_lite.cost.train_step_time` and :func:`rlmperf_lite.cost.memory_per_gpu`'s
-    model, valid ones ranked by step time (book section :ref:`sec-choose-plan`).
-
-    Args:
-        zero_stages, recompute, sp, interleave: the options searched.
-        efficiency, overlap, dtype: as in :func:`rlmperf_lite.cost.train_step_time`.
-        memory_fraction: share of the HBM a plan may use (1.0: all of it).
-        schedule: "1f1b" or "gpipe", for the activation memory.
-    Returns:
-        :class:`PlanSearch`.
-    Raises:
-        ValueError: bad types, ``gpus`` < 1, empty or unknown options, ``memory_fraction``
-            outside (0, 1], hardware without link bandwidths when gpus > 1.
-    """
-    if not isinstance(model, ModelConfig):
-        raise ValueError(f"model must be a ModelConfig, got {type(model).__name__}")
-    if not isinstance(hardware, HardwareSpec):
-        raise ValueError(f"hardware must be a HardwareSpec, got {type(hardware).__name__}")
-    if not isinstance(workload, TrainWorkload):
-        raise ValueError(f"workload must be a TrainWorkload, got {type(workload).__name__}")
-    check_int("gpus", gpus, 1)
+def _check_options(zero_stages, recompute, sp, interleave) -> None:
+    """ValueError naming the option unless each is a non-empty tuple of allowed values."""
     for label, opts, allowed in (("zero_stages", zero_stages, (0, 1, 2, 3)),
                                  ("recompute", recompute, RECOMPUTE),
                                  ("sp", sp, (False, True))):
@@ -171,15 +167,53 @@ def search_plans(model: ModelConfig, hardware: HardwareSpec, gpus: int,
         raise ValueError(f"interleave must be a non-empty tuple, got {interleave!r}")
     for v in interleave:
         check_int("interleave entry", v, 1)
+
+
+def search_plans(model: ModelConfig, hardware: HardwareSpec, gpus: int,
+                 workload: TrainWorkload, *, zero_stages=(0, 1, 2, 3), recompute=RECOMPUTE,
+                 sp=(False, True), interleave=(1, 2), efficiency: float = 1.0,
+                 overlap: float = 1.0, memory_fraction: float = 1.0, schedule: str = "1f1b",
+                 dtype: str = "bf16", backend: str = DEFAULT_BACKEND,
+                 uneven_stages: bool = True) -> PlanSearch:
+    """Every layout of ``gpus`` GPUs for ``workload`` (module docstring), costed with
+    :func:`rlmperf_lite.cost.train_step_time` and :func:`rlmperf_lite.cost.memory_per_gpu`'s
+    model, valid ones ranked by step time (book section :ref:`sec-choose-plan`).
+
+    Args:
+        zero_stages, recompute, sp, interleave: the options searched.
+        efficiency, overlap, dtype: as in :func:`rlmperf_lite.cost.train_step_time`.
+        memory_fraction: share of the HBM a plan may use (1.0: all of it).
+        schedule: "1f1b" or "gpipe", for the activation memory.
+        backend: the training library whose rules apply ("megatron", "deepspeed", "fsdp2").
+        uneven_stages: give pp values that do not divide the layers their balanced uneven
+            layout (False: even stages only, rejecting the others).
+    Returns:
+        :class:`PlanSearch`.
+    Raises:
+        ValueError: bad types, ``gpus`` < 1, empty or unknown options, ``memory_fraction``
+            outside (0, 1], an unknown backend, hardware without link bandwidths when gpus > 1.
+    """
+    if not isinstance(model, ModelConfig):
+        raise ValueError(f"model must be a ModelConfig, got {type(model).__name__}")
+    if not isinstance(hardware, HardwareSpec):
+        raise ValueError(f"hardware must be a HardwareSpec, got {type(hardware).__name__}")
+    if not isinstance(workload, TrainWorkload):
+        raise ValueError(f"workload must be a TrainWorkload, got {type(workload).__name__}")
+    check_int("gpus", gpus, 1)
+    _check_options(zero_stages, recompute, sp, interleave)
     check_number("efficiency", efficiency, low=0, high=1, low_open=True)
     check_number("overlap", overlap, low=0, high=1)
     check_number("memory_fraction", memory_fraction, low=0, high=1, low_open=True)
     check_choice("schedule", schedule, SCHEDULES)
+    check_bool("uneven_stages", uneven_stages)
+    name = training_backend(backend).name
     hardware.peak(dtype)
     if gpus > 1:
         check_links(hardware)
     cols = _enumerate(model, gpus, workload, tuple(zero_stages), tuple(recompute),
                       tuple(bool(x) for x in sp), tuple(interleave))
+    cols["backend"] = np.full(len(cols["dp"]), name)
+    _stage_layouts(cols, model.num_hidden_layers, uneven_stages)
     with np.errstate(divide="ignore", invalid="ignore"):
         mem = train_memory_arrays(model, cols, workload, schedule)
         costs = step_time_arrays(model, hardware, cols, workload, efficiency, overlap, dtype)
@@ -193,3 +227,49 @@ def search_plans(model: ModelConfig, hardware: HardwareSpec, gpus: int,
     rules.append((total > limit, lambda i: f"out of memory: {total[i] / 1e9:.1f} GB > "
                                            f"{limit / 1e9:.3g} GB"))
     return PlanSearch(cols, costs, rules)
+
+
+def _group_spans(plan: ParallelPlan) -> dict:
+    """GPUs each parallel axis's group spans in Megatron-Core's rank order (tp innermost; the
+    pipeline spans them all), for the axes of size > 1."""
+    spans = {"tp": plan.tp, "cp": plan.tp * plan.cp, "ep": plan.tp * plan.ep,
+             "dp": plan.tp * plan.cp * plan.dp, "pp": plan.gpus}
+    return {k: n for k, n in spans.items() if getattr(plan, k) > 1}
+
+
+def compare_nvlink_domains(model, workload: TrainWorkload, gpus: int = 64, *,
+                           hardware="gb200-nvl72", domains=(8, 72), baseline="h100",
+                           **search_kw) -> list[dict]:
+    """What a larger NVLink domain changes (book section :ref:`sec-choose-plan`): the best plan
+    of :func:`search_plans` for ``model`` on ``gpus`` GPUs of ``baseline`` as shipped, then of
+    ``hardware`` with each NVLink domain of ``domains`` GPUs (the same chips; only the set of
+    GPUs that reach each other at the NVLink bandwidth changes, so groups up to a domain — TP,
+    CP, EP, DP, the pipeline — stay off the network, and tp may reach the domain's size).
+
+    Returns:
+        One row per search: {"hardware", "nvlink_domain", "num_valid", the best plan's
+        :meth:`RankedPlan.as_row`, "on_nvlink" / "on_network": the axes whose group fits in /
+        crosses the domain}; a search with no valid plan has only the first three and
+        "step_time_s" None.
+    Raises:
+        ValueError: an unknown model or hardware, a domain that is not a multiple of the
+            hardware's gpus_per_node, and as :func:`search_plans`.
+    """
+    m = resolve_model(model, "model")
+    base, hw = resolve_hardware(baseline, "baseline"), resolve_hardware(hardware)
+    if not isinstance(domains, (tuple, list)) or not domains:
+        raise ValueError(f"domains must be a non-empty tuple of GPU counts, got {domains!r}")
+    for d in domains:
+        check_int("domains entry", d, 1)
+    rows = []
+    for spec in [base] + [replace(hw, nvlink_domain_gpus=int(d)) for d in domains]:
+        search = search_plans(m, spec, gpus, workload, **search_kw)
+        row = {"hardware": spec.name, "nvlink_domain": spec.nvlink_domain,
+               "num_valid": search.num_valid, "step_time_s": None}
+        if search.best is not None:
+            spans = _group_spans(search.best.plan)
+            row.update(search.best.as_row(),
+                       on_nvlink=tuple(k for k, n in spans.items() if n <= spec.nvlink_domain),
+                       on_network=tuple(k for k, n in spans.items() if n > spec.nvlink_domain))
+        rows.append(row)
+    return rows

@@ -249,7 +249,7 @@ def moe_layer_workdepth_s(model, hardware="h100", *, ep: int, tokens_per_rank: i
     written in the backward), over ``efficiency``. An all-to-all:
     :func:`~rlmperf_lite.cost.collective_time_s` of the busiest GPU's buffer (max(N k, its
     pairs) x D x ``activation_bytes``) over ep ranks on ``link`` (default "intra" when ep fits
-    in a node), ``latency_s`` per step (NCCL's).
+    in an NVLink domain), ``latency_s`` per step (NCCL's).
 
     Args:
         expert_tokens: (E,) pairs per expert, e.g. :func:`~rlmperf_lite.parallel.expert_load`
@@ -275,7 +275,7 @@ def moe_layer_workdepth_s(model, hardware="h100", *, ep: int, tokens_per_rank: i
             raise ValueError("give expert_tokens or routing, not both")
         expert_tokens = expert_load(routing, E)
     pairs = _rank_pairs(m, ep, tokens_per_rank, expert_tokens)       # (ep,)
-    link = link or ("intra" if ep <= hw.gpus_per_node else "inter")
+    link = link or ("intra" if ep <= hw.nvlink_domain else "inter")
     bw, alpha = _link(hw, link, latency_s)
     p_e = m.mlp_params(m.moe_intermediate_size)                      # one expert's weights
     t_rank = np.array([roofline_time(6.0 * p_e * n, 6.0 * p_e * E / ep, hw,

@@ -23,12 +23,11 @@ Model of the bytes each GPU receives (:func:`reshard_bytes_per_gpu`):
 
 Time (:func:`reshard_time_s`): received bytes / link bandwidth — the ring all-gather's per-rank
 volume over the bus bandwidth (:mod:`rlmperf_lite.cost.collective`) — over NVLink when the
-ranks the all-gather spans fit in a node, else the network. Ranks are placed in Megatron-Core's
-order tp-cp-ep-dp-pp, so merging pipeline stages spans tp cp dp pp / pp_i ranks, gathering
-ZeRO-3 shards tp cp dp ranks, routed experts over ep tp cp ranks, and merging tensor shards
-only max(tp, tp_i) consecutive ranks;
-disaggregated transfers use the network. Latencies and the trainers' send
-bandwidth are not modelled.
+ranks the all-gather spans fit in an NVLink domain, else the network. Ranks are placed in
+Megatron-Core's order tp-cp-ep-dp-pp, so merging pipeline stages spans tp cp dp pp / pp_i
+ranks, gathering ZeRO-3 shards tp cp dp ranks, routed experts over ep tp cp ranks, and merging
+tensor shards only max(tp, tp_i) consecutive ranks; disaggregated transfers use the network.
+Latencies and the trainers' send bandwidth are not modelled.
 """
 from __future__ import annotations
 
@@ -122,7 +121,8 @@ def reshard_time_s(model: ModelConfig, hardware: HardwareSpec, train_plan: Paral
                    infer_tp: int, infer_pp: int = 1, *, mode: str = "colocated",
                    weight_bytes: int = 2) -> float:
     """Seconds of the reshard: :func:`reshard_bytes_per_gpu` over the intra-node link when the
-    colocated all-gather group fits in a node, over the per-GPU network bandwidth otherwise
+    colocated all-gather group fits in an NVLink domain, over the per-GPU network bandwidth
+    otherwise
     and when disaggregated.
 
     Raises:
@@ -133,7 +133,7 @@ def reshard_time_s(model: ModelConfig, hardware: HardwareSpec, train_plan: Paral
     r = _reshard(model, train_plan, infer_tp, infer_pp, mode, weight_bytes)
     if r["received"] == 0:
         return 0.0
-    intra = mode == "colocated" and r["span"] <= hardware.gpus_per_node
+    intra = mode == "colocated" and r["span"] <= hardware.nvlink_domain
     bw = (hardware.intra_node_bandwidth_bytes_per_s if intra
           else hardware.inter_node_bandwidth_bytes_per_s)
     if bw is None:

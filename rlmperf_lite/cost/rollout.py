@@ -4,7 +4,7 @@ section :ref:`sec-step-7b`).
 Modelling choices, stated once:
 
 - The rollout runs on ``gpus / tp`` replicas of ``tp`` GPUs each: tp is the smallest power of
-  two within a node whose HBM holds the bf16 weights with 30% left for the KV cache.
+  two within an NVLink domain whose HBM holds the bf16 weights with 30% left for the KV cache.
 - Prefill: each prompt is prefilled once (its G samples share the cache, as engines do with
   ``n`` samples); prompts are spread evenly over replicas; the busiest replica sets the time.
 - Decode: samples are dealt to replicas longest first, round-robin (balanced as if lengths were
@@ -55,23 +55,24 @@ __all__ = ["rollout_tp", "rollout_tp_choices", "check_rollout_tp", "DecodeTPComm
 
 
 def rollout_tp(model: ModelConfig, hw: HardwareSpec, gpus: int, kv_share: float = 0.3) -> int:
-    """Smallest power-of-two TP degree within a node whose HBM holds the bf16 weights with
-    ``kv_share`` of it left for the KV cache (capped by the node and by ``gpus``)."""
+    """Smallest power-of-two TP degree within an NVLink domain whose HBM holds the bf16 weights
+    with ``kv_share`` of it left for the KV cache (capped by the domain and by ``gpus``)."""
     tp, weights = 1, 2.0 * model.num_params()
-    while weights / tp > (1 - kv_share) * hw.hbm_bytes and tp * 2 <= min(hw.gpus_per_node, gpus):
+    while weights / tp > (1 - kv_share) * hw.hbm_bytes and tp * 2 <= min(hw.nvlink_domain, gpus):
         tp *= 2
     return tp
 
 
 def _tp_rule_broken(model: ModelConfig, hw: HardwareSpec, gpus: int, tp: int) -> str | None:
     """The first rule ``tp`` breaks as a replica size of ``model`` on ``gpus`` GPUs, or None."""
-    smallest, top = rollout_tp(model, hw, gpus), min(hw.gpus_per_node, gpus)
+    smallest, top = rollout_tp(model, hw, gpus), min(hw.nvlink_domain, gpus)
     if tp & (tp - 1):
         return "a power of two"
     if tp < smallest:
         return f">= {smallest}, the smallest replica whose HBM holds the weights (rollout_tp)"
     if tp > top:
-        return f"<= {top}, the GPUs of a node ({hw.gpus_per_node}) and of the pool ({gpus})"
+        return (f"<= {top}, the GPUs of an NVLink domain ({hw.nvlink_domain}) and of the pool "
+                f"({gpus})")
     if gpus % tp:
         return f"a divisor of the pool's {gpus} GPUs"
     # vLLM refuses heads that do not split evenly (ModelConfig.verify_with_parallel_config);
@@ -86,11 +87,11 @@ def _tp_rule_broken(model: ModelConfig, hw: HardwareSpec, gpus: int, tp: int) ->
 
 def rollout_tp_choices(model: ModelConfig, hw: HardwareSpec, gpus: int) -> tuple:
     """The replica sizes an engine of ``model`` may use on ``gpus`` GPUs: powers of two from
-    :func:`rollout_tp` up to min(node, gpus) that divide ``gpus`` and split the heads
+    :func:`rollout_tp` up to min(NVLink domain, gpus) that divide ``gpus`` and split the heads
     (:func:`check_rollout_tp`'s rules), smallest first; empty if none does."""
     check_int("gpus", gpus, 1)
     out, tp = [], rollout_tp(model, hw, gpus)
-    while tp <= min(hw.gpus_per_node, gpus):
+    while tp <= min(hw.nvlink_domain, gpus):
         if _tp_rule_broken(model, hw, gpus, tp) is None:
             out.append(tp)
         tp *= 2
@@ -252,11 +253,11 @@ def prefill_s(actor: ModelConfig, hw: HardwareSpec, *, prompts: int, prompt_len:
 def weight_sync_s(weight_bytes: float, hw: HardwareSpec, gpus: int) -> float:
     """The pure bandwidth bound of a weight sync (the mechanism model is
     :func:`rlmperf_lite.cost.weight_sync_time_s`, whose ``gather`` stage this is): seconds to
-    all-gather ``weight_bytes`` onto every one of ``gpus`` GPUs, hierarchically:
-    the share held on other nodes crosses each node's network cards (one per GPU), then the
-    share held by other GPUs of the node crosses NVLink (each GPU receives (n-1)/n of the data
-    of a ring all-gather over n)."""
-    per_node = min(gpus, hw.gpus_per_node)
+    all-gather ``weight_bytes`` onto every one of ``gpus`` GPUs, hierarchically: the share held
+    in other NVLink domains crosses each domain's network cards (one per GPU), then the share
+    held by other GPUs of the domain crosses NVLink (each GPU receives (n-1)/n of the data of a
+    ring all-gather over n)."""
+    per_node = min(gpus, hw.nvlink_domain)                   # GPUs per NVLink domain
     nodes = math.ceil(gpus / per_node)
     intra = hw.intra_node_bandwidth_bytes_per_s or hw.hbm_bandwidth_bytes_per_s
     t = weight_bytes * (1 - 1 / per_node) / intra

@@ -3,9 +3,9 @@ its communication per GPU (bytes and seconds) and its memory per GPU (book secti
 :ref:`sec-taxonomy-table`). Every entry is computed by the chapter function that owns it; this
 module only lines them up against a common reference.
 
-Parallelism rows (data, tensor, pipeline and expert parallelism): the axis at degree n on n GPUs of
-one node against the same batch (B sequences of T tokens, micro-batches of b) on one GPU, so
-ΔW = W(n) - W(1) (GPU-s) and ΔD = D(n) - D(1) (s), each from the same function at both
+Parallelism rows (data, tensor, pipeline and expert parallelism): the axis at degree n on n GPUs
+of one NVLink domain against the same batch (B sequences of T tokens, micro-batches of b) on one
+GPU, so ΔW = W(n) - W(1) (GPU-s) and ΔD = D(n) - D(1) (s), each from the same function at both
 degrees. Communication: the bytes one GPU sends per step and the seconds of those collectives,
 each call ring steps x alpha + bytes / beta (:func:`~rlmperf_lite.cost.collective_time_s`),
 summed whether or not compute hides them (ΔD counts only what reaches the chain).
@@ -318,9 +318,9 @@ def _system_rows(step, hw, algo, rollout_gpus, scoring_gpus, staleness) -> list:
 
 def _check(hw, degree, wl, rollout_gpus, scoring_gpus, gpus, staleness, kl_coef):
     check_int("degree", degree, 2)
-    if degree > hw.gpus_per_node:
-        raise ValueError(f"degree={degree} exceeds the {hw.gpus_per_node} GPUs of a {hw.name} "
-                         f"node: the table compares the axes within one node")
+    if degree > hw.nvlink_domain:
+        raise ValueError(f"degree={degree} exceeds the {hw.nvlink_domain} GPUs of a {hw.name} "
+                         f"NVLink domain: the table compares the axes within one domain")
     if wl.global_batch % (degree * wl.micro_batch_size):
         raise ValueError(f"global_batch={wl.global_batch} must be a multiple of degree x "
                          f"micro_batch_size = {degree * wl.micro_batch_size}")
@@ -346,7 +346,7 @@ def taxonomy_table(model="qwen2.5-7b", hardware="h100", *, degree: int = 4,
     colocated, disaggregated, fused, hybrid and async (k).
 
     Parallelism rows: ``model`` training ``global_batch`` sequences of ``seq_len`` tokens in
-    micro-batches of ``micro_batch_size`` on ``degree`` GPUs of one node (alpha = NVLink's,
+    micro-batches of ``micro_batch_size`` on ``degree`` GPUs of one NVLink domain (alpha = NVLink's,
     :data:`~rlmperf_lite.cost.collective.NVLINK_HOP_LATENCY_S`); EP on ``moe_model``. System
     rows: the ``algo`` step of :func:`~rlmperf_lite.cost.estimate_rl_step` with these sizes on
     ``gpus`` GPUs, ``rollout_gpus`` generating when split, the reference on ``scoring_gpus``
@@ -354,7 +354,7 @@ def taxonomy_table(model="qwen2.5-7b", hardware="h100", *, degree: int = 4,
     :ref:`sec-step-7b` and :ref:`sec-decode-depth`.
 
     Raises:
-        ValueError: naming the parameter: a degree outside [2, gpus_per_node] or not dividing
+        ValueError: naming the parameter: a degree outside [2, nvlink_domain] or not dividing
             the batch, a pool that leaves no GPUs, kl_coef = 0 (the fused and hybrid rows move
             the log-prob passes), an algo without a reference, and as the chapter functions.
     """

@@ -204,15 +204,15 @@ def _layer_collectives_s(m, hw, plan, workload, A, latency_s) -> tuple:
     tp, cp, rc = plan.tp, plan.cp, plan.recompute
     T, b, L = workload.seq_len, workload.micro_batch_size, m.num_hidden_layers
     S = T / cp * b * m.hidden_size * A                             # (T/cp, b, h) activation
-    bw = hw.intra_node_bandwidth_bytes_per_s or math.inf           # a TP group fits in a node
+    bw = hw.intra_node_bandwidth_bytes_per_s or math.inf           # a TP group: one NVLink domain
     if plan.sp:                                                    # the same bytes, two halves
         one = (collective_time_s("reduce_scatter", S, tp, bw, latency_s)
                + collective_time_s("all_gather", S, tp, bw, latency_s))
     else:
         one = collective_time_s("all_reduce", S, tp, bw, latency_s)
     kv = T * b * kv_cache_bytes_per_token(m, A) / (L * tp)          # the sequence's K/V shard
-    # the CP group spans tp x cp consecutive ranks (Megatron's order): NVLink if in a node
-    bw_cp = bw if tp * cp <= hw.gpus_per_node else (hw.inter_node_bandwidth_bytes_per_s
+    # the CP group spans tp x cp consecutive ranks (Megatron's order): NVLink if in a domain
+    bw_cp = bw if tp * cp <= hw.nvlink_domain else (hw.inter_node_bandwidth_bytes_per_s
                                                     or math.inf)
     ring = collective_time_s("all_gather", kv, cp, bw_cp, latency_s)   # cp - 1 K/V passes
     return ALL_REDUCES_PER_LAYER[rc] * one, RING_PASSES_PER_LAYER[rc] * ring, bw_cp
@@ -320,16 +320,16 @@ def tp_decode_workdepth(model, hardware, tp: int, *, sequences: int = 512, gpus:
     :func:`decode_tp_floor`; ``memory_bytes_per_gpu`` the replica's weights and KV cache.
 
     Raises:
-        ValueError: tp above the node or not dividing gpus, tp and the heads not dividing one
-            another, response_len < 2, and bad rates or latency.
+        ValueError: tp above the NVLink domain or not dividing gpus, tp and the heads not
+            dividing one another, response_len < 2, and bad rates or latency.
     """
     m, hw = resolve_model(model, "model"), resolve_hardware(hardware)
     for label, v, low in (("tp", tp, 1), ("sequences", sequences, 1), ("gpus", gpus, 1),
                           ("prompt_len", prompt_len, 1), ("response_len", response_len, 2)):
         check_int(label, v, low)
-    if tp > hw.gpus_per_node or gpus % tp:
-        raise ValueError(f"tp={tp} must fit in a node of {hw.gpus_per_node} GPUs and divide "
-                         f"gpus={gpus}")
+    if tp > hw.nvlink_domain or gpus % tp:
+        raise ValueError(f"tp={tp} must fit in an NVLink domain of {hw.nvlink_domain} GPUs and "
+                         f"divide gpus={gpus}")
     rates = _decode_rates(train_efficiency, decode_efficiency, dtype)
     b = math.ceil(sequences / (gpus // tp))                          # sequences per replica
     mem = inference_memory_per_gpu(m, tp, kv_tokens=b * (prompt_len + response_len),

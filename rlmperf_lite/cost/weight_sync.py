@@ -146,8 +146,9 @@ def _gather_ranks(plan: ParallelPlan, backend: str) -> int:
 
 def _broadcast(hw: HardwareSpec, train_gpus: int, rollout_gpus: int) -> tuple:
     """(nodes spanned, bandwidth) of trainer rank 0's broadcast to every rollout rank: one node
-    when trainers and engines share it (NVLink), else the engines' nodes plus the sender's."""
-    if train_gpus + rollout_gpus <= hw.gpus_per_node:
+    when trainers and engines share its NVLink domain, else the engines' nodes plus the
+    sender's."""
+    if train_gpus + rollout_gpus <= hw.nvlink_domain:
         bw, nodes = hw.intra_node_bandwidth_bytes_per_s, 1
     else:
         bw, nodes = hw.inter_node_bandwidth_bytes_per_s, math.ceil(
