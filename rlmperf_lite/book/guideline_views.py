@@ -13,7 +13,8 @@ from .async_views import staleness_chart  # noqa: F401 (one home; Lab 13 imports
 from .grid_charts import grid_chart
 from .widgets import wire
 
-__all__ = ["placement_table_html", "sync_table_html", "split_search_chart", "idle_chart",
+__all__ = ["placement_table_html", "engine_tp_table_html", "sync_table_html",
+           "split_search_chart", "idle_chart",
            "gain_chart", "scaling_chart", "group_size_chart", "toy_group_chart",
            "sizing_widget", "guideline_grid", "guideline_grid_chart", "GUIDELINE_GRID"]
 
@@ -25,24 +26,55 @@ def _split_label(p) -> str:
 
 def placement_table_html(points) -> str:
     """An HTML table of :class:`~rlmperf_lite.sim.sizing.PlacementResult` rows."""
-    head = ("<tr><th>system</th><th>rollout : train GPUs</th><th>step (s)</th>"
-            "<th>tokens/s/GPU</th><th>rollout idle</th><th>train idle</th>"
+    head = ("<tr><th>system</th><th>rollout : train GPUs</th><th>engine tp × replicas</th>"
+            "<th>step (s)</th><th>tokens/s/GPU</th><th>rollout idle</th><th>train idle</th>"
             "<th>rollout time (s)</th><th>train time (s)</th><th>mean staleness</th></tr>")
     rows = "".join(
-        f"<tr><td>{p.name}</td><td>{_split_label(p)}</td><td>{p.step_time_s:,.1f}</td>"
+        f"<tr><td>{p.name}</td><td>{_split_label(p)}</td><td>{p.engine_tp} × {p.replicas}</td>"
+        f"<td>{p.step_time_s:,.1f}</td>"
         f"<td>{p.throughput_tokens_per_s_per_gpu:,.0f}</td><td>{p.rollout_idle:.0%}</td>"
         f"<td>{p.train_idle:.0%}</td><td>{p.rollout_time_s:,.1f}</td>"
         f"<td>{p.train_time_s:,.1f}</td><td>{p.mean_staleness:.2f}</td></tr>" for p in points)
     return f"<table>{head}{rows}</table>"
 
 
-def sync_table_html(rows) -> str:
-    """An HTML table of :func:`~rlmperf_lite.sim.sizing.weight_sync_against_verl` rows."""
-    head = ("<tr><th>model</th><th>trainer : rollout ranks</th><th>modelled (s)</th>"
-            "<th>verl measured (s)</th><th>with checkpoint engine (s)</th></tr>")
+def engine_tp_table_html(points) -> str:
+    """An HTML table of :func:`~rlmperf_lite.sim.sizing.engine_tp_sweep` rows: the engine's
+    tp and replicas, Brent's bounds on one batch's generation (W/p and D), the simulated
+    generation, the train time, the sync and a switch, and the step."""
+    head = ("<tr><th>engine tp</th><th>replicas</th><th>generation W/p (s)</th>"
+            "<th>generation D (s)</th><th>generation, simulated (s)</th><th>train time (s)</th>"
+            "<th>sync (s)</th><th>switch (s)</th><th>step (s)</th><th>tokens/s/GPU</th></tr>")
+    rows = "".join(
+        f"<tr><td>{p.engine_tp}</td><td>{p.replicas}</td><td>{p.generation_work_s:.1f}</td>"
+        f"<td>{p.generation_depth_s:.1f}</td><td>{p.rollout_time_s:.1f}</td>"
+        f"<td>{p.train_time_s:.1f}</td><td>{p.weight_sync_s:.2f}</td>"
+        f"<td>{p.system.switch_s:.2f}</td><td>{p.step_time_s:.1f}</td>"
+        f"<td>{p.throughput_tokens_per_s_per_gpu:,.0f}</td></tr>" for p in points)
+    return f"<table>{head}{rows}</table>"
+
+
+def sync_table_html(rows, fit=None) -> str:
+    """An HTML table of :func:`~rlmperf_lite.sim.sizing.weight_sync_against_verl` rows: the
+    bandwidth bound, the mechanism model without and with the checkpoint engine, and verl's
+    measurements. ``fit``: the rows of :func:`~rlmperf_lite.cost.calibrate_weight_sync`, to
+    mark each modelled value as fitted to its measurement or held out."""
+    marks = {r["model"]: r for r in fit or ()}
+
+    def mech(r, key, held):
+        m = marks.get(r["model"])
+        tag = "" if m is None else (" (held out)" if m[held] else " (fitted)")
+        return f"<td>{r[key]:.2f}{tag}</td>"
+
+    head = ("<tr><th>model</th><th>trainer : rollout ranks</th><th>bandwidth bound (s)</th>"
+            "<th>mechanism (s)</th><th>verl measured (s)</th>"
+            "<th>mechanism, checkpoint engine (s)</th>"
+            "<th>verl measured, checkpoint engine (s)</th></tr>")
     body = "".join(
         f"<tr><td>{r['model']}</td><td>{r['trainer_ranks']}:{r['rollout_ranks']}</td>"
-        f"<td>{r['modelled_s']:.2f}</td><td>{r['measured_s']:.2f}</td>"
+        f"<td>{r['bandwidth_s']:.2f}</td>{mech(r, 'modelled_s', 'held_out')}"
+        f"<td>{r['measured_s']:.2f}</td>"
+        f"{mech(r, 'modelled_checkpoint_engine_s', 'held_out_checkpoint_engine')}"
         f"<td>{r['measured_checkpoint_engine_s']:.2f}</td></tr>" for r in rows)
     return f"<table>{head}{body}</table>"
 
@@ -154,15 +186,16 @@ WIDGET_MODELS = ("qwen2.5-7b", "qwen2.5-32b", "llama-3.1-8b", "qwen2.5-72b")
 
 
 def sizing_widget(**defaults):
-    """Model, GPU type, GPUs, the response-length tail (log-normal sigma) and the staleness
-    bound driving :func:`~rlmperf_lite.sim.sizing.best_split` on the example's step
+    """Model, GPU type, GPUs, the response-length tail (log-normal sigma), the staleness
+    bound and the engine's replica size (the smallest that fits, or ``engine_tp="best"`` on
+    every system) driving :func:`~rlmperf_lite.sim.sizing.best_split` on the example's step
     (:func:`~rlmperf_lite.sim.sizing.example_workload`): the colocated system, the best and
     the balanced split in a table, and the step time of every split tried. Bad settings (a
     model whose training states do not fit the GPUs left) show the library's ValueError."""
     import ipywidgets as w
 
     c = {"actor": EXAMPLE["actor"], "hardware": EXAMPLE["hardware"], "gpus": EXAMPLE["gpus"],
-         "length_sigma": 1.0, "staleness": 0.5, **defaults}
+         "length_sigma": 1.0, "staleness": 0.5, "engine_tp": "smallest", **defaults}
     controls = {
         "actor": w.Dropdown(options=WIDGET_MODELS, value=c["actor"], description="model"),
         "hardware": w.Dropdown(options=("h20", "h100-sxm"), value=c["hardware"],
@@ -172,11 +205,14 @@ def sizing_widget(**defaults):
                                       description="length tail σ"),
         "staleness": w.Dropdown(options=(0.0, 0.1, 0.25, 0.5, 1.0, 2.0), value=c["staleness"],
                                 description="staleness"),
+        "engine_tp": w.Dropdown(options=("smallest", "best"), value=c["engine_tp"],
+                                description="engine tp"),
     }
 
     def compute(kw):
         search = best_split(kw["actor"], kw["hardware"], example_workload(kw["length_sigma"]),
                             kw["gpus"], staleness=kw["staleness"], count=6,
+                            engine_tp=None if kw["engine_tp"] == "smallest" else "best",
                             train_efficiency=EXAMPLE["train_efficiency"],
                             decode_efficiency=EXAMPLE["decode_efficiency"])
         return (f"<b>best split {_split_label(search.best)}: "

@@ -42,19 +42,26 @@ def _wait_growth(length_sigma: float = 0.5) -> float:
     return expected_group_wait(wl, 64) / expected_group_wait(wl, 4)
 
 
-def _sync_s(actor: str, gpus: int, rollout_gpus: int) -> float:
+def _sync_72b(**kw) -> float:
+    """The disaggregated weight sync of Qwen2.5-72B, 32:32 of 64 H20s (``kw``: weight_sync)."""
     from ...sim.sizing import example_workload, weight_sync_comparison
     _, hw, _, effs = _example()
-    return weight_sync_comparison(actor, hw, example_workload(), gpus,
-                                  rollout_gpus=rollout_gpus, **effs)["disaggregated"]
+    return weight_sync_comparison("qwen2.5-72b", hw, example_workload(), 64, rollout_gpus=32,
+                                  **kw, **effs)["disaggregated"]
 
 
-def _verl_235b_over_model() -> float:
-    """verl's measured Qwen3-235B-A22B sync (64:64, checkpoint engine) over the modelled one."""
-    from ...sim.sizing import weight_sync_against_verl
-    _, _, _, effs = _example()
-    row = weight_sync_against_verl(**effs)[-1]
-    return row["measured_checkpoint_engine_s"] / row["modelled_s"]
+def _best_tp(length_sigma: float = 0.5):
+    """(the row with the shortest step, the tp-1 row) of the colocated example at each engine
+    tp (:func:`~rlmperf_lite.sim.sizing.engine_tp_sweep`)."""
+    from ...sim.sizing import engine_tp_sweep, example_workload
+    actor, hw, gpus, effs = _example()
+    rows = engine_tp_sweep(actor, hw, example_workload(length_sigma), gpus, **effs)
+    return min(rows, key=lambda r: (r.step_time_s, r.engine_tp)), rows[0]
+
+
+def _tp_speedup(length_sigma: float = 0.5) -> float:
+    best, one = _best_tp(length_sigma)
+    return one.step_time_s / best.step_time_s
 
 
 ANSWERS: dict[str, Answer] = {
@@ -81,13 +88,19 @@ ANSWERS: dict[str, Answer] = {
     "ch13.4": Answer(lambda: _wait_growth(0.5),
                      "growth of E[longest of G] from G=4 to G=64 at sigma 0.5",
                      "expected_group_wait(example_workload(0.5), 64) / the same for G = 4"),
-    "ch13.5a": Answer(lambda: _sync_s("qwen2.5-72b", 64, 32),
-                      "modelled weight sync of Qwen2.5-72B, 32:32 H20s (s)",
+    "ch13.5a": Answer(lambda: _sync_72b(),
+                      "mechanism-model weight sync of Qwen2.5-72B, 32:32 H20s (s)",
                       "weight_sync_comparison('qwen2.5-72b', 'h20', ..., 64, "
-                      "rollout_gpus=32)['disaggregated']"),
-    "ch13.5b": Answer(_verl_235b_over_model,
-                      "verl's measured 235B sync (checkpoint engine) over the modelled one",
-                      "the last row of weight_sync_against_verl(): "
-                      "measured_checkpoint_engine_s / modelled_s"),
+                      "rollout_gpus=32)['disaggregated'] (the default, weight_sync='mechanism')"),
+    "ch13.5b": Answer(lambda: _sync_72b() / _sync_72b(weight_sync="bandwidth"),
+                      "that sync over the bandwidth bound of the same layout",
+                      "the same call with weight_sync='bandwidth' for the denominator"),
+    "ch13.6a": Answer(lambda: _best_tp(0.5)[0].engine_tp,
+                      "engine tp of the shortest colocated step, 32 H20s, sigma 0.5",
+                      "min(engine_tp_sweep(MODEL, HW, example_workload(0.5), 32, **EFF), "
+                      "key=step_time_s).engine_tp", rtol=0.0),
+    "ch13.6b": Answer(lambda: _tp_speedup(0.5),
+                      "colocated step at tp 1 over the step at that tp, sigma 0.5",
+                      "the sweep's first row (tp 1) over its fastest row, step_time_s"),
 }
 """Exercise id -> :class:`~rlmperf_lite.book.exercises.Answer` for Lab 13."""
