@@ -173,6 +173,26 @@ def test_placement_widget_shows_the_table_and_the_library_errors():
     assert "Workload.mean_response_len" in message.value
 
 
+def test_placement_widget_switch_is_the_model_unless_typed_in():
+    """The widget's step at its defaults is the library's system, modelled switch included
+    (issue 16 item 9); unticking "modelled switch" charges the seconds typed in."""
+    kw = dict(gpus=8, rollout_gpus=2, prompts=8, group_size=4, mean_response_len=512,
+              max_response_len=2048)
+    box = placement_widget(**kw)
+    columns, message = box.children[0].children, box.children[1]
+    controls = {c.description: c for col in columns for c in col.children}
+    wl = Workload(prompts=8, group_size=4, mean_response_len=512.0, max_response_len=2048)
+    args = dict(actor="qwen2.5-7b", hardware="h100-sxm", workload=wl, gpus=8)
+    modelled = simulate(placement_system("colocated", **args), wl, steps=6)
+    assert modelled.system.switch_s > 0
+    assert f"<td>{modelled.step_time_s:.4g}</td>" in message.value
+    controls["switch (s)"].value = 2.0
+    controls["modelled switch"].value = False
+    typed = simulate(placement_system("colocated", **args, switch_s=2.0), wl, steps=6)
+    assert f"<td>{typed.step_time_s:.4g}</td>" in message.value
+    assert typed.step_time_s > modelled.step_time_s
+
+
 def test_placement_grid_equals_the_simulator_and_lands_on_the_controls():
     grid = {"actor": ("qwen2.5-7b",), "gpus": (8, 16), "switch_s": (0.0, 1.0),
             "eighths": (2, 4)}

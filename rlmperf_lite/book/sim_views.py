@@ -316,16 +316,17 @@ def placement_widget(**defaults):
     """A live calculator: placement, model, GPU type, algorithm, reward model, GPUs, rollout
     GPUs (the rollout pool of a disaggregated layout, the actor pool of a hybrid one), the
     workload, execution mode and staleness, ``fuse_logps``, ``overlap_reward`` and the switch
-    cost drive :func:`~rlmperf_lite.sim.layouts.placement_system` and
-    :func:`~rlmperf_lite.sim.simulate`; it shows the timeline of two steps and the comparison
-    table. Bad inputs show the library's ValueError message."""
+    cost (the library's modelled switch, or the seconds typed in) drive
+    :func:`~rlmperf_lite.sim.layouts.placement_system` and :func:`~rlmperf_lite.sim.simulate`;
+    it shows the timeline of two steps and the comparison table. Bad inputs show the library's
+    ValueError message."""
     import ipywidgets as w
 
     c = {"placement": "colocated", "actor": "qwen2.5-7b", "hardware": "h100-sxm",
          "algo": "grpo", "reward_model": False, "gpus": 32, "rollout_gpus": 8, "prompts": 32,
          "group_size": 16, "mean_response_len": 2048, "max_response_len": 8192,
          "mode": "sync", "staleness": 0.0, "fuse_logps": False, "overlap_reward": False,
-         "switch_s": 0.0, **defaults}
+         "modelled_switch": True, "switch_s": 0.0, **defaults}
     controls = {
         "placement": w.Dropdown(options=list(PLACEMENTS), value=c["placement"],
                                 description="placement"),
@@ -344,6 +345,7 @@ def placement_widget(**defaults):
         "staleness": w.FloatText(value=c["staleness"], description="staleness"),
         "fuse_logps": w.Checkbox(value=c["fuse_logps"], description="fuse_logps"),
         "overlap_reward": w.Checkbox(value=c["overlap_reward"], description="overlap_reward"),
+        "modelled_switch": w.Checkbox(value=c["modelled_switch"], description="modelled switch"),
         "switch_s": w.FloatText(value=c["switch_s"], description="switch (s)"),
     }
 
@@ -356,7 +358,8 @@ def placement_widget(**defaults):
             gpus=v["gpus"], rollout_gpus=v["rollout_gpus"], algo=v["algo"],
             reward_model=v["actor"] if v["reward_model"] else None, mode=v["mode"],
             staleness=v["staleness"], fuse_logps=v["fuse_logps"],
-            overlap_reward=v["overlap_reward"], switch_s=v["switch_s"])
+            overlap_reward=v["overlap_reward"],
+            switch_s=None if v["modelled_switch"] else v["switch_s"])
         result = simulate(system, wl, steps=6)
         return (compare_table_html({system.name: result}),
                 [timeline_chart(result, steps=(3, 4))])

@@ -87,6 +87,23 @@ def _unit_engine_iterations(slots: int) -> int:
     return int(round(float(end[replica == 0].max())))
 
 
+def _tp_steps(actor: str) -> dict:
+    """{engine tp: colocated step time (s)} of Lab 10's system with ``actor`` as the policy,
+    at every tp the engine allows (:func:`~rlmperf_lite.sim.sizing.engine_tp_sweep`)."""
+    from ...sim.sizing import engine_tp_sweep
+    args = {**SIM_STEP, "actor": actor}
+    rows = engine_tp_sweep(args.pop("actor"), args.pop("hardware"), _workload(),
+                           args.pop("gpus"), steps=SIM_STEPS, **args)
+    return {r.engine_tp: r.step_time_s for r in rows}
+
+
+def _best_tp(actor: str) -> tuple[int, float]:
+    """(fastest engine tp, its step time over tp 1's) of Lab 10's colocated system."""
+    steps = _tp_steps(actor)
+    best = min(steps, key=steps.get)
+    return best, steps[best] / steps[1]
+
+
 ANSWERS: dict[str, Answer] = {
     "ch10.1a": Answer(lambda: _run(_workload(mean_response_len=4096.0,
                                              max_response_len=16384)).step_time_s,
@@ -119,4 +136,11 @@ ANSWERS: dict[str, Answer] = {
                       "iterations of replica 0 in step 0, unit-time engine, 4 slots",
                       "generate_batch on the system with Engine(decode_base_s=1.0, slots=4); "
                       "the largest end time of replica 0's samples", rtol=0),
+    "ch10.5a": Answer(lambda: _best_tp("llama-3.1-8b")[0],
+                      "engine tp of the fastest colocated step, Llama-3.1-8B as the policy",
+                      "engine_tp_sweep('llama-3.1-8b', 'h100-sxm', WL, 32, kl_coef=0.001) and "
+                      "take the row with the smallest step_time_s", rtol=0),
+    "ch10.5b": Answer(lambda: _best_tp("llama-3.1-8b")[1],
+                      "that step time over the step at tp 1 (Llama-3.1-8B)",
+                      "divide the best row's step_time_s by the tp 1 row's"),
 }
