@@ -187,3 +187,23 @@ def test_async_grid_equals_the_simulator_and_lands_on_the_controls():
     assert np.isclose(float(csv.splitlines()[1].split(",")[-1]), rows[0]["value"], rtol=1e-3)
     with pytest.raises(ValueError, match="rows is empty"):
         async_grid_chart([])
+
+
+def test_exercise_5_answers_are_the_best_engine_tp_systems():
+    """Lab 11 exercise 5 (book section sec-async-engine-tp): engine_tp='best' is the fastest
+    of the engine's tp choices for one-step-off, and 5b is the colocated step over it, both at
+    their best tp."""
+    from rlmperf_lite.book.exercises import expected_answer
+    from rlmperf_lite.book.exercises.labs11 import SIM_STEP, SIM_STEPS, SIM_WORKLOAD
+    from rlmperf_lite.sim.from_cost import engine_tp_choices
+    wl = Workload(**SIM_WORKLOAD)
+    kw = dict(SIM_STEP, workload=wl)
+    off = {tp: simulate(async_system(rollout_gpus=16, staleness=1, consume="batch",
+                                     partial_rollout=False, engine_tp=tp, **kw), wl,
+                        SIM_STEPS).step_time_s
+           for tp in engine_tp_choices("qwen2.5-7b", "h100-sxm", 16)}
+    assert expected_answer("ch11.5a") == min(off.values())
+    col = simulate(system_from_cost("qwen2.5-7b", "h100-sxm", wl, gpus=32, kl_coef=0.001,
+                                    engine_tp="best"), wl, SIM_STEPS).step_time_s
+    assert expected_answer("ch11.5b") == pytest.approx(col / min(off.values()), rel=1e-12)
+    assert expected_answer("ch11.5b") > 1                 # one-step-off still beats colocation

@@ -56,6 +56,24 @@ def _run(rollout_gpus: int, weight_sync_s: float | None = None, steps: int = SIM
     return simulate(system, wl, steps)
 
 
+def _colocated(steps: int = SIM_STEPS, **kw):
+    """Simulate Lab 11's system colocated on its 32 GPUs, synchronous, for ``steps`` steps;
+    ``kw`` go to system_from_cost (``engine_tp``, ...)."""
+    from ...sim import simulate
+    from ...sim.from_cost import system_from_cost
+    wl = _workload()
+    args = dict(SIM_STEP)
+    actor, hardware = args.pop("actor"), args.pop("hardware")
+    return simulate(system_from_cost(actor, hardware, wl, placement="colocated", **args, **kw),
+                    wl, steps)
+
+
+def _one_step_off(**kw):
+    """verl's one-step-off recipe on 16+16: bound 1, drained before each sync, each version
+    trained on its own batch; ``kw`` go to system_from_cost (``engine_tp``, ...)."""
+    return _run(16, mode="async", staleness=1, consume="batch", partial_rollout=False, **kw)
+
+
 def _eta(eta: int):
     """AReaL-style bounded staleness on 16+16: integer bound, streaming consumption, partial
     (interruptible) rollout, one update per version."""
@@ -102,8 +120,7 @@ ANSWERS: dict[str, Answer] = {
     "ch11.3b": Answer(lambda: _drain_ratio(True),
                       "the same ratio with partial rollouts",
                       "the same with partial_rollout=True"),
-    "ch11.4a": Answer(lambda: _run(16, mode="async", staleness=1, consume="batch",
-                                   partial_rollout=False, weight_sync_s=10.0).step_time_s,
+    "ch11.4a": Answer(lambda: _one_step_off(weight_sync_s=10.0).step_time_s,
                       "one-step-off step time (s) with a 10-s weight sync",
                       "dataclasses.replace(system, weight_sync_s=10.0) on the one-step-off "
                       "system of §1"),
@@ -111,4 +128,12 @@ ANSWERS: dict[str, Answer] = {
                                    weight_sync_s=10.0).step_time_s,
                       "bounded staleness 2, partial rollout, step time (s) with a 10-s sync",
                       "the same replace on the bounded-staleness system of §1"),
+    "ch11.5a": Answer(lambda: _one_step_off(engine_tp="best").step_time_s,
+                      "one-step-off step time (s) with the engine's best tp",
+                      "the one-step-off system of §1 built with engine_tp='best'; step_time_s"),
+    "ch11.5b": Answer(lambda: (_colocated(engine_tp="best").step_time_s
+                               / _one_step_off(engine_tp="best").step_time_s),
+                      "colocated over one-step-off step time, both at their best engine tp",
+                      "the colocated system of §1 with engine_tp='best', its step_time_s over "
+                      "the one-step-off one's"),
 }
