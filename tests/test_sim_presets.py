@@ -18,7 +18,7 @@ from rlmperf_lite.book.framework_views import (BREAKDOWN_PARTS, STEP_TIME, THROU
                                                breakdown_chart, claims_table_html,
                                                facts_table_html, framework_grid,
                                                framework_grid_chart, framework_widget,
-                                               presets_table_html)
+                                               presets_table_html, sync_table_html)
 
 SMALL = Workload(prompts=8, group_size=4, prompt_len=128, mean_response_len=512.0,
                  max_response_len=2048)
@@ -220,6 +220,24 @@ def test_tables_carry_the_facts_and_presets():
     assert "rollout 53, train 11" in table and "all 64" in table
     assert PRESETS["real"].notes not in table                     # only the systems given
     assert "<td>async</td><td>4</td><td>yes</td>" in table
+
+
+def test_sync_table_carries_each_presets_sync_and_switch():
+    """Book section 12.3's table: one sync and one switch as each system charges them, the
+    preset's trainer and bucketing, 2 switches per colocated GRPO step (rollout -> actor ->
+    rollout), none apart, and the bandwidth bound only when given."""
+    systems = {n: framework_system(n) for n in ("verl", "verl-fully-async", "slime")}
+    bound = {n: framework_system(n, weight_sync="bandwidth").weight_sync_s for n in systems}
+    table = sync_table_html(systems, bound)
+    v = systems["verl"]
+    assert (f"<td>all 64</td><td>fsdp</td><td>no</td><td>{v.weight_sync_s:.3f}</td>"
+            f"<td>{v.switch_s:.3f}</td><td>2</td><td>{bound['verl']:.3f}</td>") in table
+    f = systems["verl-fully-async"]
+    assert f"<td>fsdp</td><td>yes</td><td>{f.weight_sync_s:.3f}</td><td>0.000</td><td>0</td>" \
+        in table
+    assert "<td>megatron</td><td>yes</td>" in table and "bandwidth bound" in table
+    assert PRESETS["verl-fully-async"].sync_source.replace("'", "&#x27;") in table
+    assert "bandwidth bound" not in sync_table_html({"verl": v})
 
 
 def test_breakdown_chart_carries_the_library_values(side_by_side):

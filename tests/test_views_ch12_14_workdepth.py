@@ -161,10 +161,49 @@ def test_ch13_grid_holds_the_guidelines_numbers_in_their_bounds(ch13_grid):
         assert _inside(r["lower_s"], r["upper_s"], r["measured_s"]), key
     colo = points[("colocated", "sync", 0.0, 16)]
     assert [round(colo[k], 1) for k in ("lower_s", "measured_s", "upper_s")] == \
-        [205.9, 212.4, 238.5]         # book section 13.7 (205.5, 212.0, 238.1 before 16.9;
+        [205.9, 212.4, 238.5]         # sec-guidelines-workdepth (205.5, 212.0, 238.1 before 16.9;
     #                                   205.0, 209.8, 237.1 before 16.6)
     assert round(points[("9:23", "async", 0.5, 16)]["measured_s"], 1) == 145.3  # 144.7, 142.5
     assert ("colocated", "async", 0.0, 16) not in points       # refused: runs synchronously
+    assert {r["engine_tp"] for r in ch13_grid} == {1}          # the no-kernel grid keeps tp 1
+
+
+def test_ch13_calculator_engine_tp_is_system_from_cost():
+    """Book section sec-guideline-depth: the live panel's engine tp is system_from_cost's;
+    at tp 4 the colocated generation chain is shorter than at tp 1, and "best" picks tp 4."""
+    calc = guideline_workdepth_calculator()
+    one = calc.compute(split="colocated", mode="sync", staleness=0.0, group_size=16,
+                       engine_tp=1)
+    four = calc.compute(split="colocated", mode="sync", staleness=0.0, group_size=16,
+                        engine_tp=4)
+    best = calc.compute(split="colocated", mode="sync", staleness=0.0, group_size=16,
+                        engine_tp="best")
+    p = simulate_placement("qwen2.5-7b", "h20", example_workload(), 32, engine_tp=4, **EFF)
+    assert four[2] == p.step_time_s == best[2] and "engine tp 4 x 8" in four[1]
+    gen = {t: next(x for x in r[0] if x.name == "generation") for t, r in ((1, one), (4, four))}
+    assert gen[4].depth_s < gen[1].depth_s and gen[4].work_per_processor_s > \
+        gen[1].work_per_processor_s                                   # D falls, W/p rises
+    with pytest.raises(ValueError, match="engine_tp=4 must be a divisor of the pool's 9"):
+        calc.compute(split="9:23", mode="async", staleness=0.5, group_size=16, engine_tp=4)
+
+
+def test_ch13_views_show_the_library_values():
+    from rlmperf_lite.book.guideline_views import engine_tp_table_html, sync_table_html
+    from rlmperf_lite.cost import calibrate_weight_sync
+    from rlmperf_lite.sim.sizing import engine_tp_sweep, weight_sync_against_verl
+    rows = engine_tp_sweep("qwen2.5-7b", "h20", example_workload(), 32, tps=(1, 2), steps=4,
+                           **EFF)
+    html = engine_tp_table_html(rows)
+    for r in rows:
+        assert f"<td>{r.generation_depth_s:.1f}</td>" in html
+        assert f"<td>{r.step_time_s:.1f}</td>" in html
+    sync = weight_sync_against_verl()
+    table = sync_table_html(sync, fit=calibrate_weight_sync()["rows"])
+    # verl docs/advance/fully_async.md checkpoint-engine ablation: 58.57 s for 235B, fitted;
+    # Qwen3-30B-A3B held out on both columns
+    assert "<td>58.57 (fitted)</td>" in table and table.count("(held out)") == 3
+    assert f"<td>{sync[-1]['bandwidth_s']:.2f}</td>" in table
+    assert "(fitted)" not in sync_table_html(sync)          # without fit: no marks
 
 
 def test_ch13_bad_settings_are_messages():

@@ -17,13 +17,14 @@ from ..sim import simulate
 from ..sim.breakdown import step_breakdown
 from ..sim.frameworks import (DEFAULT_WORKLOAD, FRAMEWORKS, PRESETS, framework_names,
                               framework_system)
+from ..sim.phases import switches_per_step
 from .grid_charts import grid_chart
 from .sim_views import compare_table_html, timeline_chart
 from .widgets import wire
 
-__all__ = ["facts_table_html", "claims_table_html", "presets_table_html", "BREAKDOWN_PARTS",
-           "breakdown_rows", "breakdown_chart", "framework_widget", "FRAMEWORK_GRID",
-           "framework_grid", "framework_grid_chart", "STEP_TIME", "THROUGHPUT"]
+__all__ = ["facts_table_html", "claims_table_html", "presets_table_html", "sync_table_html",
+           "BREAKDOWN_PARTS", "breakdown_rows", "breakdown_chart", "framework_widget",
+           "FRAMEWORK_GRID", "framework_grid", "framework_grid_chart", "STEP_TIME", "THROUGHPUT"]
 
 
 def _esc(x) -> str:
@@ -73,6 +74,32 @@ def presets_table_html(systems: dict, presets: dict = PRESETS) -> str:
             "<th>staleness</th><th>partial rollout</th><th>updates per version</th>"
             "<th>framework settings</th><th>simplifications</th></tr>" + "".join(rows)
             + "</table>")
+
+
+def sync_table_html(systems: dict, bandwidth_s: dict | None = None,
+                    presets: dict = PRESETS) -> str:
+    """``systems``: {preset name: RLSystem}. One row per preset: its pools, the trainer the
+    sync gathers from and whether it moves buckets (the preset's ``sync_backend``,
+    ``sync_bucketed``), the seconds of one weight sync and of one model switch as the system
+    charges them (:func:`~rlmperf_lite.sim.from_cost.sync_and_switch_s`), the switches per
+    synchronous step (:func:`~rlmperf_lite.sim.phases.switches_per_step`), ``bandwidth_s``
+    ({preset: seconds}, optional: the bandwidth bound the chapters used before) and the
+    preset's ``sync_source``."""
+    bound = "<th>bandwidth bound (s)</th>" if bandwidth_s is not None else ""
+    rows = []
+    for name, s in systems.items():
+        p = presets[name]
+        pools = ", ".join(f"{_esc(k)} {v}" for k, v in s.pools.items() if k != "cpu")
+        n_switch = max(switches_per_step(s).values(), default=0) if s.switch_s > 0 else 0
+        old = f"<td>{bandwidth_s[name]:.3f}</td>" if bandwidth_s is not None else ""
+        rows.append(
+            f"<tr><td><b>{_esc(name)}</b></td><td>{pools}</td><td>{_esc(p.sync_backend)}"
+            f"</td><td>{'yes' if p.sync_bucketed else 'no'}</td><td>{s.weight_sync_s:.3f}</td>"
+            f"<td>{s.switch_s:.3f}</td><td>{n_switch}</td>{old}"
+            f"<td>{_esc(p.sync_source)}</td></tr>")
+    return ("<table><tr><th>preset</th><th>GPUs per pool</th><th>trainer</th><th>buckets</th>"
+            "<th>one sync (s)</th><th>one switch (s)</th><th>switches per step</th>" + bound
+            + "<th>source</th></tr>" + "".join(rows) + "</table>")
 
 
 # ---- the critical path of a step --------------------------------------------------------------
