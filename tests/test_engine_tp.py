@@ -223,3 +223,19 @@ def test_cli_estimate_rollout_tp():
     bad = rlmperf("estimate", "--rollout-tp", "3")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.startswith("rlmperf: error: rollout_tp=3 must be a power of two")
+
+
+def test_framework_presets_take_the_engine_tp():
+    """A preset ranked at another engine tp (framework_system's engine_tp override) gets that
+    replica size, and the colocated verl preset at tp 2 is faster than at tp 1, as its
+    straggler's chain shortens."""
+    from rlmperf_lite.sim import simulate
+    from rlmperf_lite.sim.frameworks import framework_system
+    from rlmperf_lite.sim.sizing import example_workload
+    wl = example_workload(prompts=32)
+    tp1 = framework_system("verl", gpus=8, workload=wl)
+    tp2 = framework_system("verl", gpus=8, workload=wl, engine_tp=2)
+    assert (tp1.engine.tp, tp2.engine.tp) == (1, 2)
+    assert simulate(tp2, wl, 3).step_time_s < simulate(tp1, wl, 3).step_time_s
+    with pytest.raises(ValueError, match="engine_tp"):
+        framework_system("verl", gpus=8, workload=wl, engine_tp=3)

@@ -258,7 +258,7 @@ of a step."""
 
 _COST_KEYS = ("kl_coef", "reward_model", "recompute_old_logprobs", "train_efficiency",
               "decode_efficiency", "max_num_seqs", "weight_sync", "sync_backend",
-              "sync_bucketed", "trainer_offload", "sleep_level")
+              "sync_bucketed", "trainer_offload", "sleep_level", "engine_tp")
 _SYSTEM_KEYS = ("mode", "staleness", "partial_rollout", "minibatches", "fuse_logps",
                 "overlap_reward", "switch_s", "weight_sync_s", "consume")
 _LAYOUT_KEYS = ("rollout_share", "critic_share")
