@@ -6,6 +6,7 @@ import pytest
 from rlmperf_lite.cost import (HardwareSpec, ParallelPlan, TrainWorkload, collective_time_s,
                                forward_flops, hardware_preset, model_preset,
                                pipeline_bubble_fraction, train_flops, train_step_time)
+from rlmperf_lite.cost.parallel_step import stage_train_flops
 
 H100 = hardware_preset("h100")         # 989.5 TFLOP/s bf16, NVLink 450 GB/s, network 50 GB/s
 NVLINK, NET = H100.intra_node_bandwidth_bytes_per_s, H100.inter_node_bandwidth_bytes_per_s
@@ -96,6 +97,54 @@ def test_pipeline_bubble_and_p2p():
     assert t.comm_bytes_per_gpu["pp"] == pytest.approx(2 * 16 * 2 * 2048 * QWEN7.hidden_size * 2)
     assert t.comm_s["pp"] == pytest.approx(t.comm_bytes_per_gpu["pp"] / NVLINK)
     assert t.bubble_share == pytest.approx(t.bubble_s / t.total_s)
+
+
+def test_stage_flops_add_up_to_the_step():
+    """L layers plus the head's 3 x 2 V D T are train_flops, for every recompute mode; the
+    embedding is a lookup (0 matmul FLOPs); Qwen3-235B-A22B's head at T = 4,608 is 2.39 layers
+    (the stage_train_flops docstring)."""
+    s, L = 2048, QWEN7.num_hidden_layers
+    f = stage_train_flops(QWEN7, s)
+    head = 3 * 2 * QWEN7.vocab_size * QWEN7.hidden_size * s
+    assert f["lm_head"] == pytest.approx(head, rel=1e-12) and f["embedding"] == 0
+    assert L * f["layer"] + f["lm_head"] == pytest.approx(train_flops(QWEN7, s), rel=1e-12)
+    full = stage_train_flops(QWEN7, s, "full")
+    assert L * full["layer"] + full["lm_head"] == pytest.approx(
+        train_flops(QWEN7, s, recompute=True), rel=1e-12)
+    sel = stage_train_flops(QWEN7, s, "selective")
+    assert f["layer"] < sel["layer"] < full["layer"]
+    qwen3 = stage_train_flops(model_preset("qwen3-235b-a22b"), 4608)
+    assert round(qwen3["lm_head"] / qwen3["layer"], 2) == 2.39
+    with pytest.raises(ValueError, match="recompute"):
+        stage_train_flops(QWEN7, s, "some")
+
+
+def test_the_lm_head_runs_on_the_last_stage():
+    """pp = 2, one GPU per stage, Qwen2.5-7B (28 layers): the last stage runs 14 layers and the
+    head, the first 14 layers, so each microbatch slot lasts (14 + h) layers' time, h = the
+    head's FLOPs / one layer's (2.27 here): compute = B (14 layer + head) / peak, by hand.
+    Megatron's fewer layers on the last stage then pay: 15/13 takes max(15, 13 + h) layers."""
+    f = stage_train_flops(QWEN7, 2048)
+    h = f["lm_head"] / f["layer"]
+    assert round(h, 2) == 2.27
+    peak = H100.peak("bf16")
+    even = train_step_time(QWEN7, H100, ParallelPlan(pp=2, microbatches=64), WORK)
+    assert even.compute_s == pytest.approx(64 * (14 * f["layer"] + f["lm_head"]) / peak,
+                                           rel=1e-12)
+    assert even.bubble_s == pytest.approx(pipeline_bubble_fraction(2, 64) * even.compute_s)
+    # the last stage is slower than the first by h layers
+    first_only = 64 * 14 * f["layer"] / peak
+    assert even.compute_s / first_only == pytest.approx((14 + h) / 14, rel=1e-12)
+    tilted = train_step_time(QWEN7, H100, ParallelPlan(pp=2, microbatches=64,
+                                                       first_stage_layers=15,
+                                                       last_stage_layers=13), WORK)
+    assert tilted.compute_s / even.compute_s == pytest.approx(max(15, 13 + h) / (14 + h),
+                                                              rel=1e-12)
+    assert tilted.total_s < even.total_s
+    # the step's FLOPs spread over two GPUs would be (14 + h / 2) layers: the old, even model
+    spread = 64 * train_flops(QWEN7, 2048) / (2 * peak)
+    assert spread == pytest.approx(64 * (14 + h / 2) * f["layer"] / peak, rel=1e-12)
+    assert even.compute_s > spread
 
 
 def test_expert_parallel_all_to_alls():

@@ -15,7 +15,8 @@ from rlmperf_lite.cost.backends import TRAINING_BACKENDS, training_backend
 from rlmperf_lite.cost.dp_workdepth import dp_update_workdepth
 from rlmperf_lite.cost.parallel_memory import stage_param_arrays
 from rlmperf_lite.cost.parallel_plan import balanced_stage_layers
-from rlmperf_lite.cost.planner import compare_nvlink_domains
+from rlmperf_lite.cost.parallel_step import stage_train_flops
+from rlmperf_lite.cost.planner import compare_nvlink_domains, work_balanced_stage_layers
 from rlmperf_lite.cost.rollout import rollout_tp
 
 H100 = hardware_preset("h100")
@@ -119,18 +120,93 @@ def test_uneven_stages_hold_every_parameter():
 
 
 def test_the_slowest_stage_sets_the_pace():
-    """pp = 2 with 48/46 layers instead of 47/47: each microbatch slot lasts the 48-layer
-    stage's time, so compute and bubble grow by 48/47 (one GPU per stage: no TP/CP/EP/DP)."""
+    """pp = 2, one GPU per stage (no TP/CP/EP/DP traffic): each microbatch slot lasts the
+    slower stage's time. Even 47/47 puts the LM head (h = 2.39 layers, stage_train_flops) on
+    the last stage, so the slot is 47 + h layers; 48/46 moves a layer off it (48 vs 46 + h: the
+    last still slower), 49/45 too many (the first's 49 layers set the pace)."""
+    f = stage_train_flops(QWEN3, WORK.seq_len)
+    h = f["lm_head"] / f["layer"]
     even = ParallelPlan(pp=2, microbatches=512)
-    tilted = ParallelPlan(pp=2, microbatches=512, first_stage_layers=48, last_stage_layers=46)
-    a, b = (train_step_time(QWEN3, H100, p, WORK) for p in (even, tilted))
-    assert b.compute_s == pytest.approx(a.compute_s * 48 / 47, rel=1e-12)
-    assert b.bubble_s == pytest.approx(a.bubble_s * 48 / 47, rel=1e-12)
-    assert b.comm_s["pp"] == a.comm_s["pp"]
+    a = train_step_time(QWEN3, H100, even, WORK)
+    assert a.compute_s == pytest.approx(512 * (47 * f["layer"] + f["lm_head"])
+                                        / H100.peak("bf16"), rel=1e-12)
+    for first, last, slot in ((48, 46, 46 + h), (49, 45, 49)):
+        tilted = ParallelPlan(pp=2, microbatches=512, first_stage_layers=first,
+                              last_stage_layers=last)
+        b = train_step_time(QWEN3, H100, tilted, WORK)
+        assert b.compute_s == pytest.approx(a.compute_s * slot / (47 + h), rel=1e-12)
+        assert b.bubble_s == pytest.approx(a.bubble_s * slot / (47 + h), rel=1e-12)
+        assert b.comm_s["pp"] == a.comm_s["pp"]
     # the flags set to the even split change nothing
     same = ParallelPlan(pp=2, microbatches=512, first_stage_layers=47, last_stage_layers=47)
     assert train_step_time(QWEN3, H100, same, WORK) == a
     assert memory_per_gpu(QWEN3, same, WORK) == memory_per_gpu(QWEN3, even, WORK)
+
+
+def _best_work_layout(L, pp, v, last_extra):
+    """Brute force over Megatron's flags: the least slowest-stage work of any layout, the last
+    stage doing ``last_extra`` layers' worth more."""
+    best = None
+    for first, last in itertools.product(range(v, L + 1, v), repeat=2):
+        rest = L - first - last
+        if pp == 2 and rest == 0 or pp > 2 and rest > 0 and rest % ((pp - 2) * v) == 0:
+            top = max(first, last + last_extra, rest // (pp - 2) if pp > 2 else 0)
+            best = top if best is None else min(best, top)
+    return best
+
+
+@pytest.mark.parametrize("L, pp, v, model", [(94, 4, 1, QWEN3), (94, 8, 1, QWEN3),
+                                             (94, 32, 1, QWEN3), (94, 4, 2, QWEN3),
+                                             (80, 8, 1, QWEN72), (80, 4, 2, QWEN72),
+                                             (61, 16, 1, DSV3), (94, 2, 1, QWEN3)])
+def test_work_balanced_layout_is_the_least_slowest_stage(L, pp, v, model):
+    """With the LM head's h layers of work on the last stage, the planner's second layout
+    reaches the brute-force least slowest stage over Megatron's flags; it never loses to the
+    layer-balanced layout, and without extras it ties with it."""
+    f = stage_train_flops(model, WORK.seq_len)
+    h = f["lm_head"] / f["layer"]
+    layout = work_balanced_stage_layers(L, pp, v, last_extra=h)
+    assert sum(layout) == L and len(layout) == pp and all(n % v == 0 for n in layout)
+    assert len(set(layout[1:-1])) <= 1                                # middle stages equal
+    top = max(max(layout[:-1]), layout[-1] + h)
+    assert top == pytest.approx(_best_work_layout(L, pp, v, h), rel=1e-12)
+    base = balanced_stage_layers(L, pp, v)
+    assert top <= max(max(base[:-1]), base[-1] + h)
+    assert max(work_balanced_stage_layers(L, pp, v)) == max(base)
+
+
+def test_work_balanced_layouts_of_the_chapter():
+    """Chapter 9's models at T = 4,608: Qwen2.5-72B's head is 1.36 layers, so 80 layers at pp = 8
+    go 11/10 x 6/9 (slot 11 layers, not 10 + 1.36); Qwen3-235B-A22B's is 2.39: 94 layers at
+    pp = 4 go 24/24/24/22, at pp = 32 3/3 x 30/1 (slot 3.39, not 2 + 2.39 = 4.39)."""
+    h = {m.name: stage_train_flops(m, WORK.seq_len) for m in (QWEN72, QWEN3)}
+    h = {k: f["lm_head"] / f["layer"] for k, f in h.items()}
+    assert round(h[QWEN72.name], 2) == 1.36 and round(h[QWEN3.name], 2) == 2.39
+    assert work_balanced_stage_layers(80, 8, last_extra=h[QWEN72.name]) == (11,) + (10,) * 6 + (9,)
+    assert work_balanced_stage_layers(94, 4, last_extra=h[QWEN3.name]) == (24, 24, 24, 22)
+    assert work_balanced_stage_layers(94, 32, last_extra=h[QWEN3.name]) == (3,) * 31 + (1,)
+    assert work_balanced_stage_layers(94, 1) is None
+    # the same plan with the head-balanced layout is faster than with even stages
+    kw = dict(dp=1, pp=8, cp=8, zero_stage=1, microbatches=512)
+    even = train_step_time(QWEN72, H100, ParallelPlan(**kw), WORK)
+    head = train_step_time(QWEN72, H100, ParallelPlan(**kw, first_stage_layers=11,
+                                                      last_stage_layers=9), WORK)
+    assert head.total_s < even.total_s
+    assert head.compute_s / even.compute_s == pytest.approx(11 / (10 + h[QWEN72.name]),
+                                                            rel=1e-12)
+
+
+def test_the_search_adds_the_work_balanced_layout_as_a_second_candidate():
+    """Qwen2.5-72B on 64 H100s: every pipelined combination whose head-balanced layout differs
+    from its layer-balanced one is searched with both; with uneven_stages=False neither."""
+    new = search_plans(QWEN72, H100, 64, WORK)
+    old = search_plans(QWEN72, H100, 64, WORK, uneven_stages=False)
+    assert new.num_enumerated > old.num_enumerated
+    layouts = {r.plan.stage_layers(QWEN72) for r in new.ranked if r.plan.pp == 8
+               and r.plan.interleave == 1}
+    assert {(10,) * 8, (11,) + (10,) * 6 + (9,)} <= layouts
+    assert not any(r.plan.first_stage_layers for r in old.ranked)
+    assert new.best.step_time_s < old.best.step_time_s
 
 
 def test_a_94_layer_model_now_admits_pp_4_and_the_search_only_gains():
@@ -141,9 +217,10 @@ def test_a_94_layer_model_now_admits_pp_4_and_the_search_only_gains():
     new = search_plans(QWEN3, H100, 64, WORK)
     assert {r.plan.pp for r in old.ranked} <= {1, 2}
     assert {4, 8} <= {r.plan.pp for r in new.ranked}
-    assert new.num_enumerated == old.num_enumerated and new.num_valid > old.num_valid
-    four = next(r.plan for r in new.ranked if r.plan.pp == 4)
-    assert four.stage_layers(QWEN3) == (23, 24, 24, 23)
+    assert new.num_enumerated > old.num_enumerated and new.num_valid > old.num_valid
+    four = {r.plan.stage_layers(QWEN3) for r in new.ranked if r.plan.pp == 4
+            and r.plan.interleave == 1}
+    assert four == {(23, 24, 24, 23), (24, 24, 24, 22)}     # layer- and work-balanced
     assert new.best.step_time_s <= old.best.step_time_s
     assert new.best.plan.pp not in (1, 2)                  # the new best uses uneven stages
     times = {r.plan: r.step_time_s for r in new.ranked}
@@ -274,6 +351,8 @@ def test_a_larger_domain_never_slows_the_best_plan():
     (lambda: search_plans(QWEN72, H100, 8, WORK, uneven_stages="yes"), "uneven_stages"),
     (lambda: balanced_stage_layers(0, 4), "num_layers"),
     (lambda: balanced_stage_layers(94, 4, interleave=0), "interleave"),
+    (lambda: work_balanced_stage_layers(94, 4, last_extra=-1), "last_extra"),
+    (lambda: work_balanced_stage_layers(94, 0), "pp"),
     (lambda: ParallelPlan(pp=4).stage_layers(0), "num_hidden_layers"),
     (lambda: replace(H100, nvlink_domain_gpus=12), "nvlink_domain_gpus=12 must be a multiple"),
     (lambda: replace(H100, nvlink_domain_gpus=0), "HardwareSpec.nvlink_domain_gpus"),

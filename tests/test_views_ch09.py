@@ -5,7 +5,7 @@ library's ValueError messages, and the no-kernel grids equal the library at samp
 import numpy as np
 import pytest
 
-from rlmperf_lite.cost import (TrainWorkload, hardware_preset, model_preset,
+from rlmperf_lite.cost import (ParallelPlan, TrainWorkload, hardware_preset, model_preset,
                                pipeline_bubble_fraction, search_plans)
 from rlmperf_lite.parallel import expert_load, schedule_timeline
 from rlmperf_lite.parallel.schedules import (gpipe_schedule, interleaved_schedule,
@@ -15,7 +15,8 @@ from rlmperf_lite.book.pp_views import (BUBBLE, IN_FLIGHT, bytes_per_rank_chart,
                                         pipeline_bubble_chart, pipeline_bubble_grid,
                                         pipeline_gantt_chart, pipeline_gantt_grid,
                                         pipeline_widget, plan_table_html, planner_widget,
-                                        rejection_summary, rejection_table_html)
+                                        rejection_summary, rejection_table_html,
+                                        stage_layout_text)
 
 H100 = hardware_preset("h100")
 WORK = TrainWorkload(global_batch=512, seq_len=4608)
@@ -72,6 +73,27 @@ def test_plan_table_shows_the_ranked_plans(search):
     assert text.count("<tr>") == 1 + 3
 
 
+def test_plan_table_shows_the_stage_layout(search):
+    """The best Qwen2.5-72B plan on 64 GPUs balances the LM head's work: first 11, last 9
+    layers (Megatron's first/last-stage flags), shown as the row's stage column."""
+    best = search.table(1)[0]
+    assert (best["first_stage_layers"], best["last_stage_layers"]) == (11, 9)
+    assert "<td>11 ... 9</td>" in plan_table_html(search, limit=1).split("<tr>")[2]
+    even = search_plans(model_preset("qwen2.5-72b"), H100, 64, WORK, uneven_stages=False)
+    assert "<td>even</td>" in plan_table_html(even, limit=1)
+
+
+def test_stage_layout_text_is_the_plans_stage_layers():
+    qwen = model_preset("qwen2.5-72b")
+    assert stage_layout_text(ParallelPlan(microbatches=8), qwen) == "80"
+    assert stage_layout_text(ParallelPlan(pp=8, microbatches=8), qwen) == "10 x 8"
+    plan = ParallelPlan(pp=8, microbatches=8, first_stage_layers=11, last_stage_layers=9)
+    assert plan.stage_layers(qwen) == (11,) + (10,) * 6 + (9,)
+    assert stage_layout_text(plan, qwen) == "11/10 x 6/9"
+    two = ParallelPlan(pp=2, microbatches=8, first_stage_layers=41, last_stage_layers=39)
+    assert stage_layout_text(two, qwen) == "41/39"
+
+
 def test_rejection_summary_counts_every_reason_once_per_plan(search):
     summary = dict(rejection_summary(search))
     assert sum(summary.values()) == sum(len(why) for _, why in search.rejected)
@@ -104,6 +126,10 @@ def test_planner_widget_tables_plans_and_shows_the_library_error():
     controls[2].value = 64
     controls[4].value = 0                                        # seq_len
     assert "TrainWorkload.seq_len" in message.value
+    controls[4].value = 4096
+    assert controls[5].description == "backend" and controls[5].value == "megatron"
+    controls[5].value = "deepspeed"                              # its rules name it
+    assert "deepspeed does not support" in message.value
 
 
 @pytest.mark.parametrize("pp, m", [(8, 32), (2, 16), (16, 128)])

@@ -12,14 +12,16 @@ from collections import Counter
 
 import altair as alt
 
-from ..cost import (hardware_preset, hardware_presets, model_preset, model_presets,
-                    pipeline_bubble_fraction, search_plans, TrainWorkload)
+from ..cost import (TRAINING_BACKENDS, hardware_preset, hardware_presets, model_preset,
+                    model_presets, pipeline_bubble_fraction, search_plans, TrainWorkload)
+from ..cost.backends import DEFAULT_BACKEND
 from ..parallel.schedules import SCHEDULES, make_schedule, schedule_timeline
 from .static_calculators import bound_controls, grid_csv
 from .widgets import wire
 
 __all__ = ["SCHEDULE_NAMES", "pipeline_gantt_chart", "bytes_per_rank_chart",
-           "expert_load_chart", "plan_table_html", "rejection_summary", "rejection_table_html",
+           "expert_load_chart", "stage_layout_text", "plan_table_html", "rejection_summary",
+           "rejection_table_html",
            "pipeline_widget", "planner_widget", "pipeline_bubble_grid", "pipeline_bubble_chart",
            "pipeline_gantt_grid", "gantt_grid_chart"]
 
@@ -111,14 +113,33 @@ _PLAN_COLUMNS = ("dp", "tp", "pp", "cp", "ep", "sp", "zero_stage", "microbatches
                  "recompute")
 
 
+def stage_layout_text(plan, model) -> str:
+    """A plan's pipeline stages (``ParallelPlan.stage_layers``) as text: "80" without a
+    pipeline, "10 x 8" for even stages, "11/10 x 6/9" for Megatron's first/middle/last."""
+    layers = plan.stage_layers(model)
+    if len(set(layers)) == 1:
+        return str(layers[0]) if len(layers) == 1 else f"{layers[0]} x {len(layers)}"
+    middle = f"/{layers[1]} x {len(layers) - 2}" if len(layers) > 2 else ""
+    return f"{layers[0]}{middle}/{layers[-1]}"
+
+
+def _flags_text(row: dict) -> str:
+    """A table row's first / last stage layers ("even" when neither is set)."""
+    first, last = row["first_stage_layers"], row["last_stage_layers"]
+    return "even" if first is None and last is None else f"{first or '-'} ... {last or '-'}"
+
+
 def plan_table_html(search, limit: int = 10) -> str:
-    """The planner's ranked plans (``search.table(limit)``) as an HTML table: the layout, the
-    predicted step time, memory per GPU and the shares of exposed communication and bubble."""
+    """The planner's ranked plans (``search.table(limit)``) as an HTML table: the layout (the
+    first and last pipeline stages' layers when uneven), the predicted step time, memory per
+    GPU and the shares of exposed communication and bubble."""
     rows = search.table(limit)
     head = "".join(f"<th>{c}</th>" for c in ("#",) + _PLAN_COLUMNS) + \
-        "<th>step (s)</th><th>GB/GPU</th><th>comm</th><th>bubble</th>"
+        "<th>first ... last layers</th><th>step (s)</th><th>GB/GPU</th><th>comm</th>" \
+        "<th>bubble</th>"
     body = "".join(
         "<tr>" + f"<td>{i + 1}</td>" + "".join(f"<td>{r[c]}</td>" for c in _PLAN_COLUMNS) +
+        f"<td>{_flags_text(r)}</td>"
         f"<td>{r['step_time_s']:.3f}</td><td>{r['memory_per_gpu_gb']:.1f}</td>"
         f"<td>{r['comm_share']:.1%}</td><td>{r['bubble_share']:.1%}</td></tr>"
         for i, r in enumerate(rows))
@@ -129,7 +150,7 @@ def plan_table_html(search, limit: int = 10) -> str:
 def rejection_summary(search) -> list:
     """[(rule, number of plans breaking it)], most frequent first: each reason of
     ``search.rejected`` with its numbers replaced by "N", so that the messages of one rule
-    ("tp=16 exceeds gpus_per_node=8 ...") count together. A plan that breaks several rules
+    ("tp=16 exceeds nvlink_domain_gpus=8 ...") count together. A plan that breaks several rules
     counts under each."""
     counts = Counter(re.sub(r"(?<==)\d+(?:\.\d+)?|\d+(?:\.\d+)?(?= GB)", "N", why)
                      for _, reasons in search.rejected for why in reasons)
@@ -177,13 +198,14 @@ def pipeline_widget(**defaults):
 
 
 def planner_widget(**defaults):
-    """Model and accelerator dropdowns and the GPUs, sequences per step and tokens per
-    sequence, driving :func:`rlmperf_lite.cost.search_plans`: the ten fastest plans and the
-    rejection reasons. Bad inputs show the library's ValueError message."""
+    """Model and accelerator dropdowns, the GPUs, sequences per step and tokens per sequence,
+    and the training backend whose rules apply (``rlmperf_lite.cost.backends``), driving
+    :func:`rlmperf_lite.cost.search_plans`: the ten fastest plans and the rejection reasons.
+    Bad inputs show the library's ValueError message."""
     import ipywidgets as w
 
     c = {"model": "qwen2.5-72b", "hardware": "h100-sxm", "gpus": 256, "global_batch": 512,
-         "seq_len": 4608, **defaults}
+         "seq_len": 4608, "backend": DEFAULT_BACKEND, **defaults}
     controls = {
         "model": w.Dropdown(options=model_presets(), value=c["model"], description="model"),
         "hardware": w.Dropdown(options=hardware_presets(), value=c["hardware"],
@@ -191,12 +213,15 @@ def planner_widget(**defaults):
         "gpus": w.IntText(value=c["gpus"], description="GPUs"),
         "global_batch": w.IntText(value=c["global_batch"], description="sequences"),
         "seq_len": w.IntText(value=c["seq_len"], description="tokens/seq"),
+        "backend": w.Dropdown(options=list(TRAINING_BACKENDS), value=c["backend"],
+                              description="backend"),
     }
 
     def compute(kw):
         search = search_plans(model_preset(kw["model"]), hardware_preset(kw["hardware"]),
                               kw["gpus"], TrainWorkload(global_batch=kw["global_batch"],
-                                                        seq_len=kw["seq_len"]))
+                                                        seq_len=kw["seq_len"]),
+                              backend=kw["backend"])
         best = "" if search.best else \
             "<p><b style='color:firebrick'>no valid plan: see the rejections</b></p>"
         return best + plan_table_html(search, 10) + rejection_table_html(search, 8), ()

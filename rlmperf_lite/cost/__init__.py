@@ -43,8 +43,9 @@ from .backends import DEFAULT_BACKEND, TRAINING_BACKENDS, TrainingBackend, train
 from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload, balanced_stage_layers
 from .parallel_memory import (InferenceMemory, TrainMemory, inference_memory_per_gpu,
                               memory_per_gpu, model_state_breakdown, model_state_bytes_per_gpu)
-from .parallel_step import TrainStepTime, train_step_time
-from .planner import PlanSearch, RankedPlan, compare_nvlink_domains, search_plans
+from .parallel_step import TrainStepTime, train_step_time, stage_train_flops
+from .planner import (PlanSearch, RankedPlan, compare_nvlink_domains, search_plans,
+                      work_balanced_stage_layers)
 from .reshard import RESHARD_MODES, reshard_bytes_per_gpu, reshard_time_s
 from .weight_sync import (SYNC_BACKENDS, SYNC_METHODS, SYNC_MODES, VERL_SYNC_ROWS,
                           StageBreakdown, calibrate_weight_sync, num_weight_tensors,
@@ -93,4 +94,4 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "weight_sync_breakdown", "weight_sync_time_s", "switch_breakdown", "switch_time_s",
            "verl_megatron_plan", "calibrate_weight_sync", "DEFAULT_BACKEND", "TRAINING_BACKENDS",
            "TrainingBackend", "training_backend", "balanced_stage_layers",
-           "compare_nvlink_domains"]
+           "compare_nvlink_domains", "work_balanced_stage_layers", "stage_train_flops"]

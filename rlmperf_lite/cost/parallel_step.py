@@ -5,13 +5,16 @@ communication of each kind of parallelism (book sections :ref:`sec-dp-workdepth`
 The model, stated once (T sequence length, b micro-batch, D width, L layers, m microbatches,
 p = pp, v interleave, activations and gradients bf16 = 2 bytes):
 
-- Compute: the step's training FLOPs (:func:`rlmperf_lite.cost.train_flops`; full recompute
-  adds a forward of the layers, selective recompute the attention core's forward) over
-  gpus x peak x ``efficiency``, spread evenly over every GPU — then times the stage imbalance
-  L_max / (L / p), L_max the layers of the fullest stage (``ParallelPlan.stage_layers``): the
-  stages run in lockstep, so each microbatch slot lasts as long as the slowest stage's work
-  (the embedding and LM head are spread evenly, as without uneven stages). Per-layer traffic
-  (TP, CP, EP) is counted on that stage's L_max layers (its MoE share of them).
+- Compute, stage by stage: a stage's layers (``ParallelPlan.stage_layers``) each take 1 / L
+  of the training FLOPs of the layers (:func:`rlmperf_lite.cost.train_flops` without the LM
+  head; full recompute adds a forward of the layers, selective recompute the attention core's
+  forward); the last stage adds the LM head's logits matmul, 2 V D per token forward and twice
+  that backward, never recomputed; the first stage's embedding is a lookup, no matmul FLOPs
+  (``rlmperf_lite.cost.flops``; the log-softmax is not counted either). Each stage's FLOPs
+  run on its dp x tp x cp GPUs at ``efficiency`` of the peak. The stages run in lockstep, so
+  each microbatch slot lasts as long as the slowest stage's work: the stage with the most
+  compute plus per-layer traffic (TP, CP, EP, counted on its layers, its MoE share of them).
+  pp = 1: the whole step's FLOPs over the GPUs.
 - TP (Narayanan et al. 2021 §2.3, Fig. 5): per layer and microbatch, 2 all-reduces forward and
   2 backward of the (T / cp) b D activations; with sequence parallelism each becomes an
   all-gather plus a reduce-scatter, the same bytes and time (Korthikanti et al. 2022 §4.2.2).
@@ -57,7 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_int, check_number
+from ..checks import check_choice, check_int, check_number
 from .collective import bus_factor, collective_time_s_array
 from .flops import forward_flops, matmul_weights_per_token, train_flops
 from .hardware import HardwareSpec
@@ -66,7 +69,7 @@ from .parallel_memory import stage_param_arrays
 from .parallel_plan import (RECOMPUTE, ParallelPlan, TrainWorkload, plan_columns,
                             stage_layer_arrays)
 
-__all__ = ["TrainStepTime", "train_step_time", "COMM_KINDS"]
+__all__ = ["TrainStepTime", "train_step_time", "stage_train_flops", "COMM_KINDS"]
 
 COMM_KINDS = ("dp", "tp", "pp", "cp", "ep")
 
@@ -124,17 +127,24 @@ def step_time_arrays(m: ModelConfig, hw: HardwareSpec, cols: dict, workload: Tra
     pp, v = cols["pp"].astype(np.float64), cols["interleave"].astype(np.float64)
     layers = stage_layer_arrays(m.num_hidden_layers, pp, cols["first_stage_layers"],
                                 cols["last_stage_layers"])             # first, middle, last, n
-    slowest = np.maximum(np.maximum(layers[0], layers[2]), np.where(pp > 2, layers[1], 0))
-    imbalance = slowest * pp / m.num_hidden_layers             # L_max / (L / p); even: 1.0
-    compute, backward = (x * imbalance for x in _compute_s(m, hw, cols, workload, efficiency,
-                                                           dtype))
+    stage_compute, stage_backward = _stage_compute_s(m, hw, cols, workload, layers[:3],
+                                                     efficiency, dtype)   # (3, plans) each
     nvl = hw.nvlink_domain
     intra, inter = hw.intra_node_bandwidth_bytes_per_s, hw.inter_node_bandwidth_bytes_per_s
 
     def bw(span):
         return np.where(span <= nvl, intra or np.inf, inter or np.inf)   # missing: n = 1 only
 
-    sec, vol = _model_parallel_comm(m, cols, workload, activation_bytes, bw, imbalance)
+    sec, vol = _model_parallel_comm(m, cols, workload, activation_bytes, bw)   # L / p layers
+    share = np.stack(layers[:3]) * pp / m.num_hidden_layers            # (3, plans) of L / p
+    even_comm = sec["tp"] + sec["cp"] + sec["ep"]                      # per L / p layers
+    slot = stage_compute + even_comm * share                           # each stage's work
+    slot[1] = np.where(pp > 2, slot[1], -np.inf)                       # no middle stage
+    slot[0] = np.where(pp > 1, slot[0], -np.inf)                       # pp = 1: the last only
+    k = np.argmax(slot, axis=0)                                        # the slowest stage
+    compute, backward, share = (np.choose(k, x) for x in (stage_compute, stage_backward, share))
+    for key in ("tp", "cp", "ep"):
+        sec[key], vol[key] = sec[key] * share, vol[key] * share
     params = stage_param_arrays(m, pp, *layers[:3])
     grad_step, param_step, micro_s, vol["dp"] = _dp_comm(cols, params, grad_bytes, weight_bytes,
                                                          bw)
@@ -151,29 +161,65 @@ def step_time_arrays(m: ModelConfig, hw: HardwareSpec, cols: dict, workload: Tra
             **{f"{k}_comm_bytes_per_gpu": vol[k] for k in COMM_KINDS}}
 
 
-def _compute_s(m, hw, cols, workload, efficiency, dtype) -> tuple:
-    """(compute, its backward part) in seconds per plan: the batch's training FLOPs (with the
-    plan's recomputation) over the plan's GPUs at ``efficiency`` of the peak."""
-    dp, tp, pp, cp = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp"))
-    rc, B, s = cols["recompute"], workload.global_batch, workload.seq_len
-    weights = 2.0 * matmul_weights_per_token(m, lm_head=False) * s
-    attn = forward_flops(m, s, lm_head="none") - weights          # the attention core forward
+def stage_train_flops(model: ModelConfig, seq_len: int, recompute: str = "none") -> dict:
+    """Training FLOPs per sequence of T = ``seq_len`` tokens that a pipeline stage runs, as a
+    breakdown (module docstring): "layer" (one layer's forward and backward with the
+    recomputation, 1 / L of the layers'), "layer_forward", and the extras of the first stage
+    ("embedding": a lookup, 0 matmul FLOPs) and of the last ("lm_head": 3 x 2 V D T, the logits'
+    matmul forward and backward, never recomputed; "lm_head_forward": 2 V D T). Qwen3-235B-A22B
+    at T = 4,608: the head is 2.39 layers. Source: :func:`rlmperf_lite.cost.train_flops`.
+
+    Raises:
+        ValueError: a bad model, length or recompute mode.
+    """
+    check_choice("recompute", recompute, RECOMPUTE)
+    body_fwd = forward_flops(model, seq_len, lm_head="none")            # the layers' forward
+    head_fwd = forward_flops(model, seq_len) - body_fwd                 # 2 V D T, the logits
+    attn = body_fwd - 2.0 * matmul_weights_per_token(model, lm_head=False) * seq_len
+    extra = {"none": 0.0, "selective": attn, "full": body_fwd}[recompute]   # rerun forward
+    L = model.num_hidden_layers
+    return {"layer": (3.0 * body_fwd + extra) / L, "layer_forward": body_fwd / L,
+            "embedding": 0.0, "lm_head": 3.0 * head_fwd, "lm_head_forward": head_fwd}
+
+
+def _stage_compute_s(m, hw, cols, workload, layers, efficiency, dtype) -> tuple:
+    """(compute, its backward part) in seconds of the first, middle and last stage per plan,
+    (3, plans) each: the stage's layers' :func:`rlmperf_lite.cost.stage_train_flops` plus the
+    first stage's embedding and the last's LM head, B sequences over the stage's dp x tp x cp
+    GPUs at ``efficiency`` of the peak. pp = 1: the last "stage" holds every layer and the head."""
+    dp, tp, cp = (cols[k].astype(np.float64) for k in ("dp", "tp", "cp"))
+    B, s = workload.global_batch, workload.seq_len
+    f = [stage_train_flops(m, s, r) for r in RECOMPUTE]
+    per_layer = np.array([x["layer"] for x in f])[cols["recompute"]]       # (plans,)
+    one = f[0]
+    extra = np.array([[one["embedding"]], [0.0], [one["lm_head"]]])          # (3, 1)
+    extra_fwd = np.array([[0.0], [0.0], [one["lm_head_forward"]]])
+    n = np.stack(layers)                                                    # (3, plans) layers
+    flops = B * (n * per_layer + extra)
+    forward = B * (n * one["layer_forward"] + extra_fwd)
+    # pp = 1: the step's FLOPs as train_flops sums them (the same value, bit for bit)
+    attn = forward_flops(m, s, lm_head="none") - 2.0 * matmul_weights_per_token(
+        m, lm_head=False) * s                                               # attention core
     plain = train_flops(m, s)
-    per_seq = np.array([plain, plain + attn, train_flops(m, s, recompute=True)])[rc]
-    flops = B * per_seq
-    compute = flops / (dp * tp * pp * cp * hw.peak(dtype) * efficiency)
-    return compute, compute * (flops - B * forward_flops(m, s)) / flops
+    whole = np.array([plain, plain + attn, train_flops(m, s, recompute=True)])
+    one_stage = cols["pp"] == 1
+    flops[2] = np.where(one_stage, B * whole[cols["recompute"]], flops[2])
+    forward[2] = np.where(one_stage, B * forward_flops(m, s), forward[2])
+    compute = flops / (dp * tp * cp * hw.peak(dtype) * efficiency)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        backward = np.where(flops > 0, compute * (flops - forward) / flops, 0.0)
+    return compute, backward
 
 
-def _model_parallel_comm(m, cols, workload, A, bw, imbalance=1.0) -> tuple:
+def _model_parallel_comm(m, cols, workload, A, bw) -> tuple:
     """({tp, cp, ep, pp: seconds}, {same: bytes per GPU}) of a step's model-parallel
-    collectives per plan on the slowest stage, ``imbalance`` times L / pp layers (Megatron's
-    counts; book section :ref:`sec-tp-workdepth`)."""
+    collectives per plan on a stage of L / pp layers (Megatron's counts; book section
+    :ref:`sec-tp-workdepth`); TP, CP and EP scale with a stage's layers."""
     dp, tp, pp, cp, ep = (cols[k].astype(np.float64) for k in ("dp", "tp", "pp", "cp", "ep"))
     mb, v = cols["microbatches"].astype(np.float64), cols["interleave"].astype(np.float64)
     full = (cols["recompute"] == RECOMPUTE.index("full")).astype(np.float64)
     s, b, D = workload.seq_len, workload.micro_batch_size, m.hidden_size
-    layers = m.num_hidden_layers / pp * imbalance
+    layers = m.num_hidden_layers / pp
     sec, vol = {}, {}
     # tensor parallel: 4 (+2) all-reduces of (T/cp) b D per layer and microbatch
     n = mb * layers * (4 + 2 * full)
@@ -186,7 +232,7 @@ def _model_parallel_comm(m, cols, workload, A, bw, imbalance=1.0) -> tuple:
     sec["cp"] = n * collective_time_s_array("all_gather", size, cp, bw(tp * cp))
     vol["cp"] = n * size * bus_factor("all_gather", cp)
     # expert parallel: 4 (+2) all-to-alls of the GPU's tokens x top-k per MoE layer
-    n = mb * (m.num_moe_layers / pp * imbalance) * (4 + 2 * full)
+    n = mb * (m.num_moe_layers / pp) * (4 + 2 * full)
     size = s * b * m.num_experts_per_tok * D * A / (cp * tp)
     sec["ep"] = n * collective_time_s_array("all_to_all", size, ep, bw(tp * ep))
     vol["ep"] = n * size * bus_factor("all_to_all", ep)

@@ -7,7 +7,12 @@ mode, sp (True only with tp > 1) and interleave (> 1 only with pp > 1) among the
 microbatches = global_batch / (dp x micro_batch_size). Stages: L / pp layers each when pp x v
 divides L, else (``uneven_stages``) the balanced first/last-stage layout of
 :func:`rlmperf_lite.cost.balanced_stage_layers` (94 layers, pp = 4: 23/24/24/23),
-as Megatron-Core's ``--decoder-first/last-pipeline-num-layers`` allow. Every plan carries the
+as Megatron-Core's ``--decoder-first/last-pipeline-num-layers`` allow; and, with
+``uneven_stages``, where it differs, a second candidate with the layout that balances the
+stages' work with the LM head on the last stage
+(:func:`rlmperf_lite.cost.work_balanced_stage_layers`; 94 layers, pp = 4: 24/24/24/22; 80
+layers, pp = 8: 11/10 x 6/9), so the search picks whichever is faster or fits (the first stage,
+which holds the most micro-batches in flight, may then hold more layers). Every plan carries the
 ``backend`` whose rules apply (:mod:`rlmperf_lite.cost.backends`). Combinations that are
 meaningless by construction (sp without tp, interleaving without a pipeline, ep on a dense
 model) are not generated; all others are, and each is either ranked or rejected with the
@@ -33,10 +38,11 @@ from .model import ModelConfig
 from .parallel_memory import SCHEDULES, train_memory_arrays
 from .parallel_plan import (RECOMPUTE, ParallelPlan, TrainWorkload, balanced_stage_layers,
                             plan_rules)
-from .parallel_step import check_links, step_time_arrays
+from .parallel_step import check_links, stage_train_flops, step_time_arrays
 from .presets import resolve_model
 
-__all__ = ["RankedPlan", "PlanSearch", "search_plans", "compare_nvlink_domains"]
+__all__ = ["RankedPlan", "PlanSearch", "search_plans", "compare_nvlink_domains",
+           "work_balanced_stage_layers"]
 
 _FIELDS = ("dp", "tp", "pp", "cp", "ep", "sp", "zero_stage", "microbatches", "interleave",
            "recompute")
@@ -120,10 +126,52 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _stage_layouts(cols: dict, L: int, uneven: bool = True) -> None:
+def work_balanced_stage_layers(num_layers: int, pp: int, interleave: int = 1, *,
+                               first_extra: float = 0.0, last_extra: float = 0.0) -> tuple | None:
+    """The layers of each of ``pp`` stages in Megatron-Core's first/last-stage layout (first,
+    k x (pp - 2), last; every stage a multiple of v, at least v) whose slowest stage is least
+    when the first and last stages also do ``first_extra`` / ``last_extra`` layers' worth of
+    work (the embedding and LM head: :func:`rlmperf_lite.cost.stage_train_flops`);
+    ties: the most even (least sum of squared stage work). None for pp = 1 or no layout.
+    Example: 80 layers, pp = 8, last_extra 1.36 (Qwen2.5-72B's head) -> (11, 10 x 6, 9).
+
+    Raises:
+        ValueError: sizes not ints >= 1, extras not numbers >= 0.
+    """
+    for label, x in (("num_layers", num_layers), ("pp", pp), ("interleave", interleave)):
+        check_int(label, x, 1)
+    for label, x in (("first_extra", first_extra), ("last_extra", last_extra)):
+        check_number(label, x, low=0)
+    L, p, v = num_layers, pp, interleave
+    if p == 1:
+        return None
+    f = np.arange(v, L + 1, v, dtype=np.float64)[:, None]                # (F, 1) first
+    la = f.T                                                             # (1, F) last
+    rest = L - f - la                                                    # for the middle
+    if p == 2:
+        ok, mid = rest == 0, np.zeros_like(rest)
+    else:
+        ok = (rest > 0) & (np.mod(rest, (p - 2) * v) == 0)
+        mid = rest / (p - 2)
+    work = np.stack(np.broadcast_arrays(f + first_extra, mid, la + last_extra))   # (3, F, F)
+    top = np.where(ok, work.max(axis=0), np.inf)
+    spread = (work[0] ** 2 + (p - 2) * work[1] ** 2 + work[2] ** 2)
+    if not ok.any():
+        return None
+    i = np.lexsort((spread[ok], top[ok]))[0]                            # least top, then spread
+    a, k, b = (int(round(x[ok][i])) for x in np.broadcast_arrays(f, mid, la))
+    return (a,) + (k,) * (p - 2) + (b,)
+
+
+def _stage_layouts(cols: dict, model: ModelConfig, seq_len: int, uneven: bool = True) -> dict:
     """Set each plan's first/last stage layers (0 = even): with ``uneven``, the balanced layout
-    where pp x v does not divide L (none found: left even, and the rules reject the plan)."""
-    pp, v = cols["pp"], cols["interleave"]
+    where pp x v does not divide L (none found: left even, and the rules reject the plan); and,
+    with ``uneven``, append a copy of each pipelined plan with a layer-balanced layout whose
+    :func:`rlmperf_lite.cost.work_balanced_stage_layers` (the LM head's work on the last
+    stage, for the plan's recompute mode) differs, carrying that layout. Returns the (possibly
+    longer) columns."""
+    L = model.num_hidden_layers
+    pp, v, rc = cols["pp"], cols["interleave"], cols["recompute"]
     first, last = np.zeros_like(pp), np.zeros_like(pp)
     for p, w in {(int(a), int(b)) for a, b in zip(pp, v) if uneven and a > 1 and L % (a * b)}:
         layout = balanced_stage_layers(L, p, w)
@@ -131,6 +179,27 @@ def _stage_layouts(cols: dict, L: int, uneven: bool = True) -> None:
             sel = (pp == p) & (v == w)
             first[sel], last[sel] = layout[0], layout[-1]
     cols["first_stage_layers"], cols["last_stage_layers"] = first, last
+    if not uneven:
+        return cols
+    extra_first, extra_last, rows = [], [], []
+    for p, w, r in {(int(a), int(b), int(c)) for a, b, c in zip(pp, v, rc) if a > 1}:
+        base = balanced_stage_layers(L, p, w)
+        f = stage_train_flops(model, seq_len, RECOMPUTE[r])
+        layout = work_balanced_stage_layers(L, p, w, first_extra=f["embedding"] / f["layer"],
+                                            last_extra=f["lm_head"] / f["layer"])
+        if base is None or layout is None or layout == base:
+            continue
+        sel = np.flatnonzero((pp == p) & (v == w) & (rc == r))
+        rows.append(sel)
+        extra_first.append(np.full(sel.size, layout[0]))
+        extra_last.append(np.full(sel.size, layout[-1]))
+    if not rows:
+        return cols
+    idx = np.concatenate(rows)
+    out = {k: np.concatenate([a, a[idx]]) for k, a in cols.items()}
+    out["first_stage_layers"][len(pp):] = np.concatenate(extra_first)
+    out["last_stage_layers"][len(pp):] = np.concatenate(extra_last)
+    return out
 
 
 def _enumerate(model, gpus, workload, zero_stages, recompute, sp, interleave) -> dict:
@@ -186,7 +255,8 @@ def search_plans(model: ModelConfig, hardware: HardwareSpec, gpus: int,
         schedule: "1f1b" or "gpipe", for the activation memory.
         backend: the training library whose rules apply ("megatron", "deepspeed", "fsdp2").
         uneven_stages: give pp values that do not divide the layers their balanced uneven
-            layout (False: even stages only, rejecting the others).
+            layout, and search each pipeline also with the layout balancing the LM head's work
+            (module docstring); False: even stages only, rejecting the others.
     Returns:
         :class:`PlanSearch`.
     Raises:
@@ -213,7 +283,7 @@ def search_plans(model: ModelConfig, hardware: HardwareSpec, gpus: int,
     cols = _enumerate(model, gpus, workload, tuple(zero_stages), tuple(recompute),
                       tuple(bool(x) for x in sp), tuple(interleave))
     cols["backend"] = np.full(len(cols["dp"]), name)
-    _stage_layouts(cols, model.num_hidden_layers, uneven_stages)
+    cols = _stage_layouts(cols, model, workload.seq_len, uneven_stages)
     with np.errstate(divide="ignore", invalid="ignore"):
         mem = train_memory_arrays(model, cols, workload, schedule)
         costs = step_time_arrays(model, hardware, cols, workload, efficiency, overlap, dtype)
