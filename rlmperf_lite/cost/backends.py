@@ -102,7 +102,7 @@ BACKEND_ALIASES = {"torchtitan": "fsdp2", "megatron-core": "megatron", "mcore": 
 
 def training_backend(name: str) -> TrainingBackend:
     """The :class:`TrainingBackend` named ``name`` (case-insensitive; aliases in
-    :data:`BACKEND_ALIASES`).
+    ``BACKEND_ALIASES``).
 
     Raises:
         ValueError: an unknown name, listing the known ones.

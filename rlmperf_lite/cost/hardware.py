@@ -83,7 +83,7 @@ class HardwareSpec:
 
     @property
     def nvlink_domain(self) -> int:
-        """GPUs that reach each other over NVLink: ``nvlink_domain_gpus``, else one node's."""
+        """The GPUs that reach each other over NVLink, ``nvlink_domain_gpus`` or else one node's."""
         return self.nvlink_domain_gpus or self.gpus_per_node
 
     def peak(self, dtype: str = "bf16") -> float:

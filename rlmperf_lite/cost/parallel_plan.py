@@ -32,7 +32,7 @@ The rules (:meth:`ParallelPlan.check`) and where they come from:
   parallelism, sequence parallelism must be used").
 - interleave > 1 needs pp > 1 and m divisible by pp (Megatron-LM schedules.py); pp > 1 needs
   m >= pp, or the 1F1B pipeline never fills (Narayanan et al. 2021 §2.2).
-- The ``backend``'s own rules (:mod:`rlmperf_lite.cost.backends`): which ZeRO stages it offers
+- The ``backend``'s own rules (``rlmperf_lite.cost.backends``): which ZeRO stages it offers
   with and without a pipeline, whether it interleaves, when it allows plain DDP.
 - with a workload: seq_len divisible by 2 cp (Megatron splits each sequence into 2 cp chunks
   for load-balanced causal attention), by tp x cp with sp; global_batch = dp x b x m.
@@ -99,7 +99,7 @@ class ParallelPlan:
             stages in between sharing the rest evenly (Megatron-Core's
             ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``);
             None: that stage is like the others (both None: L / pp each).
-        backend: the training library whose rules apply (:mod:`rlmperf_lite.cost.backends`),
+        backend: the training library whose rules apply (``rlmperf_lite.cost.backends``),
             "megatron" (default), "deepspeed" or "fsdp2" / "torchtitan".
     Raises (on construction):
         ValueError: a field of the wrong type or out of range (rules between fields and with a
@@ -276,7 +276,7 @@ def _stage_rules(L: int, cols: dict) -> list:
 
 
 def _backend_rules(cols: dict) -> list:
-    """The rules of each plan's training backend (:mod:`rlmperf_lite.cost.backends`)."""
+    """The rules of each plan's training backend (``rlmperf_lite.cost.backends``)."""
     names, z, pp, v = cols["backend"], cols["zero_stage"], cols["pp"], cols["interleave"]
     dp, other = cols["dp"], cols["tp"] * cols["pp"] * cols["cp"]
     rules = []

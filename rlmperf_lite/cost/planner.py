@@ -317,10 +317,10 @@ def compare_nvlink_domains(model, workload: TrainWorkload, gpus: int = 64, *,
     CP, EP, DP, the pipeline — stay off the network, and tp may reach the domain's size).
 
     Returns:
-        One row per search: {"hardware", "nvlink_domain", "num_valid", the best plan's
-        :meth:`RankedPlan.as_row`, "on_nvlink" / "on_network": the axes whose group fits in /
-        crosses the domain}; a search with no valid plan has only the first three and
-        "step_time_s" None.
+        A list with one row per search, each a dict of {"hardware", "nvlink_domain",
+        "num_valid", the best plan's :meth:`RankedPlan.as_row`, "on_nvlink" / "on_network":
+        the axes whose group fits in / crosses the domain}; a search with no valid plan has
+        only the first three and "step_time_s" None.
     Raises:
         ValueError: an unknown model or hardware, a domain that is not a multiple of the
             hardware's gpus_per_node, and as :func:`search_plans`.

@@ -118,9 +118,9 @@ class DecodeTPComm:
     message_bytes: float
     """b h A, the (b, h) activations each all-reduce sums."""
     latency_s: float
-    """all_reduces x 2 (tp - 1) alpha: whatever the batch."""
+    """The latency, all_reduces x 2 (tp - 1) alpha, whatever the batch."""
     bandwidth_s: float
-    """all_reduces x 2 (tp - 1) / tp x message_bytes / busbw: linear in the batch."""
+    """The link time, all_reduces x 2 (tp - 1) / tp x message_bytes / busbw, linear in the batch."""
     batch: float
     """b, the sequences the step decodes."""
 

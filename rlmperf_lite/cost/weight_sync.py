@@ -125,7 +125,7 @@ class StageBreakdown:
     stages: dict
     tensors: int
     weight_bytes: float
-    """2N: the bytes of the full bf16 weights."""
+    """The bytes of the full bf16 weights, 2N."""
     inputs: dict = field(default_factory=dict, compare=False)
 
     @property

@@ -45,7 +45,7 @@ def generate_batch(system: RLSystem, lengths: np.ndarray, first_group: int,
 
 def generation_s(system: RLSystem, workload: Workload, batches: int = 2) -> float:
     """Seconds to generate one step's batch on ``system``'s rollout pool alone, the mean over
-    the stream's first ``batches`` batches (:func:`generate_batch` released at 0)."""
+    the stream's first ``batches`` batches (``generate_batch`` released at 0)."""
     B, G = workload.prompts, workload.group_size
     lengths = workload.response_lengths(batches * B).reshape(batches, B, G)
     return float(np.mean([generate_batch(system, lengths[k], k * B, 0.0)[1].max()

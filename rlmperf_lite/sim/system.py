@@ -59,7 +59,7 @@ class Engine:
     slots: int = 256
     """Concurrent sequences per replica (KV-cache bound; vLLM's ``max_num_seqs``)."""
     iteration_latency_s: float = 0.0
-    """Seconds an iteration pays whatever the batch: the latency of the tp all-reduces."""
+    """The latency of the tp all-reduces, the seconds an iteration pays whatever the batch."""
     comm_per_seq_s: float = 0.0
     """Link time an iteration adds per running sequence (its activations in the all-reduces)."""
 
