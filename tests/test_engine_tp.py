@@ -239,3 +239,24 @@ def test_framework_presets_take_the_engine_tp():
     assert simulate(tp2, wl, 3).step_time_s < simulate(tp1, wl, 3).step_time_s
     with pytest.raises(ValueError, match="engine_tp"):
         framework_system("verl", gpus=8, workload=wl, engine_tp=3)
+
+
+def test_bad_sweeps_and_candidates_are_refused_by_name():
+    """engine_tp_sweep's tps, best_engine_tp's systems and an engine pool the smallest replica
+    does not tile end in ValueErrors naming what to fix."""
+    from rlmperf_lite.sim.from_cost import best_engine_tp
+    from rlmperf_lite.sim.sizing import example_workload
+    wl = example_workload()
+    for tps in (4, "best", ()):
+        with pytest.raises(ValueError, match="tps"):
+            engine_tp_sweep("qwen2.5-7b", "h100", wl, 8, tps=tps)
+    with pytest.raises(ValueError, match="engine_tp"):
+        engine_tp_sweep("qwen2.5-7b", "h100", wl, 8, engine_tp=2)
+    s = system_from_cost("qwen2.5-7b", "h100", wl, gpus=8)
+    for bad in (None, s, [s, "x"]):
+        with pytest.raises(ValueError, match="systems"):
+            best_engine_tp(bad, wl)
+    with pytest.raises(ValueError, match="workload"):
+        best_engine_tp([s], None)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        system_from_cost("deepseek-v3", "gb200-nvl72", wl, gpus=72)

@@ -275,3 +275,35 @@ def test_async_switches_are_still_refused():
                            rollout_gpus=16, mode="async", staleness=1, switch_s=0.5)
     with pytest.raises(ValueError, match="switch_s"):
         system_workdepth(sys, WL)
+
+
+@pytest.mark.parametrize("constants, key", [
+    ({"per_tensor_s": -1}, "per_tensor_s"), ({"per_tensor_s": float("nan")}, "per_tensor_s"),
+    ({"host_link_efficiency": 0}, "host_link_efficiency"),
+    ({"broadcast_bandwidth_share": 0}, "broadcast_bandwidth_share"),
+    ({"bucket_bytes": 0}, "bucket_bytes"), ({"load_per_tensor_s": None}, "load_per_tensor_s")])
+def test_bad_constants_are_refused_by_name(constants, key):
+    """An overridden constant outside its range is a ValueError naming it, not a negative,
+    NaN or ZeroDivisionError sync."""
+    from rlmperf_lite.cost import ParallelPlan, switch_time_s, weight_sync_time_s
+    with pytest.raises(ValueError, match=key):
+        weight_sync_time_s("qwen2.5-7b", "h100", ParallelPlan(dp=8, zero_stage=3), 2,
+                           bucketed=True, constants=constants)
+    with pytest.raises(ValueError, match=key):
+        switch_time_s("qwen2.5-7b", "h100", 8, 2, constants=constants)
+
+
+def test_system_options_are_checked_on_every_path():
+    """A Megatron trainer the engine's tp does not divide, a bool sleep level, and a non-bool
+    bucketing flag are refused by name, disaggregated or with the bandwidth bound too."""
+    from rlmperf_lite.sim.from_cost import system_from_cost
+    from rlmperf_lite.sim.sizing import example_workload
+    wl = example_workload()
+    with pytest.raises(ValueError, match="sync_backend='megatron'"):
+        system_from_cost("qwen2.5-7b", "h100", wl, gpus=14, placement="disaggregated",
+                         rollout_gpus=8, engine_tp=4, sync_backend="megatron")
+    with pytest.raises(ValueError, match="sleep_level"):
+        system_from_cost("qwen2.5-7b", "h100", wl, gpus=8, sleep_level=True)
+    with pytest.raises(ValueError, match="sync_bucketed"):
+        system_from_cost("qwen2.5-7b", "h100", wl, gpus=8, weight_sync="bandwidth",
+                         sync_bucketed="x")

@@ -107,7 +107,7 @@ def training_backend(name: str) -> TrainingBackend:
     Raises:
         ValueError: an unknown name, listing the known ones.
     """
-    key = BACKEND_ALIASES.get(name.lower(), name.lower()) if isinstance(name, str) else name
+    key = BACKEND_ALIASES.get(name.lower(), name.lower()) if isinstance(name, str) else None
     if key not in TRAINING_BACKENDS:
         raise ValueError(f"backend must be one of {tuple(TRAINING_BACKENDS)} (aliases "
                          f"{tuple(BACKEND_ALIASES)}), got {name!r}")

@@ -129,9 +129,10 @@ class ParallelPlan:
         check_choice("ParallelPlan.zero_stage", self.zero_stage, (0, 1, 2, 3))
         check_choice("ParallelPlan.recompute", self.recompute, RECOMPUTE)
         try:
-            training_backend(self.backend)
+            name = training_backend(self.backend).name
         except ValueError as e:
             raise ValueError(f"ParallelPlan.{e}") from None
+        object.__setattr__(self, "backend", name)   # one spelling: 'TorchTitan' == 'fsdp2'
 
     def stage_layers(self, model) -> tuple:
         """Layers of each of the pp stages for ``model`` (a ModelConfig or its layer count L).

@@ -100,7 +100,7 @@ def rollout_tp_choices(model: ModelConfig, hw: HardwareSpec, gpus: int) -> tuple
 
 def check_rollout_tp(label: str, tp, model: ModelConfig, hw: HardwareSpec, gpus: int) -> None:
     """ValueError naming ``label`` unless ``tp`` is an int replica size of ``model`` on ``gpus``
-    GPUs: a power of two, >= :func:`rollout_tp`, <= min(gpus per node, gpus), dividing ``gpus``
+    GPUs: a power of two, >= :func:`rollout_tp`, <= min(NVLink domain, gpus), dividing ``gpus``
     and ``num_attention_heads``, and dividing or a multiple of the KV heads (vLLM's rules)."""
     check_int(label, tp, 1)
     why = _tp_rule_broken(model, hw, gpus, tp)

@@ -40,7 +40,7 @@ from importlib import resources
 
 import numpy as np
 
-from ..checks import check_bool, check_choice, check_int
+from ..checks import check_bool, check_choice, check_int, check_number
 from .collective import collective_time_s
 from .hardware import HardwareSpec, resolve_hardware
 from .memory import model_state_bytes
@@ -88,6 +88,17 @@ def _constants(overrides) -> dict:
             raise ValueError(f"constants must be a dict with keys among {sorted(c)}, got "
                              f"{overrides!r}")
         c.update(overrides)
+    # an efficiency in (0, 1], a positive bandwidth multiplier (the calibration probes with a
+    # huge one to isolate the per-tensor costs), a bucket of at least one byte, seconds >= 0
+    for k, v in c.items():
+        if k == "host_link_efficiency":
+            check_number(f"constants[{k!r}]", v, low=0, high=1, low_open=True)
+        elif k == "broadcast_bandwidth_share":
+            check_number(f"constants[{k!r}]", v, low=0, low_open=True)
+        elif k == "bucket_bytes":
+            check_number(f"constants[{k!r}]", v, low=1)
+        else:
+            check_number(f"constants[{k!r}]", v, low=0)
     return c
 
 
@@ -249,6 +260,7 @@ def switch_breakdown(actor, hardware, gpus: int, infer_tp: int, *, trainer_offlo
     hw, actor = resolve_hardware(hardware), resolve_model(actor, "actor")
     check_int("gpus", gpus, 1)
     check_int("infer_tp", infer_tp, 1)
+    check_int("sleep_level", sleep_level, 1)          # not True or 1.0, which == 1
     check_choice("sleep_level", sleep_level, (1, 2))
     check_bool("trainer_offload", trainer_offload)
     check_int("trained_models", trained_models, 0)

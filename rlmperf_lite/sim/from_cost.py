@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from ..checks import check_choice, check_int, check_number
+from ..checks import check_bool, check_choice, check_int, check_number
 from ..cost import (ParallelPlan, decode_step_bytes, estimate_rl_step, kv_cache_bytes_per_token,
                     matmul_weights_per_token, model_state_bytes, resolve_hardware,
                     resolve_model, switch_time_s, weight_sync_time_s)
@@ -63,7 +63,7 @@ def _inputs(actor, hardware, workload):
 
 def engine_tp_choices(actor, hardware, gpus: int) -> tuple:
     """The engine's replica sizes on a pool of ``gpus`` GPUs, smallest first: powers of two
-    from the smallest that fits (``rollout_tp``) up to min(gpus per node, gpus) that divide
+    from the smallest that fits (``rollout_tp``) up to min(NVLink domain, gpus) that divide
     ``gpus`` and the heads (:func:`~rlmperf_lite.cost.rollout.rollout_tp_choices`).
 
     Raises:
@@ -94,6 +94,10 @@ def engine_from_cost(actor, hardware, workload: Workload, rollout_gpus: int, *,
     check_number("kv_memory_share", kv_memory_share, low=0, high=1, low_open=True)
     if tp is None:
         tp = rollout_tp(actor, hw, rollout_gpus)
+        if rollout_gpus % tp:           # replicas of tp GPUs must tile the pool
+            raise ValueError(f"the engine's {rollout_gpus} GPUs are not a multiple of the "
+                             f"smallest replica that holds {actor.name}, tp={tp}: give it a "
+                             f"multiple of {tp} GPUs")
     else:
         check_rollout_tp("tp", tp, actor, hw, rollout_gpus)
     kv_seq = kv_cache_bytes(actor, workload.prompt_len + workload.mean_response_len)
@@ -206,9 +210,17 @@ def sync_and_switch_s(actor, hw, engine_tp: int, placement: str, train_gpus: int
     """
     check_choice("weight_sync", weight_sync, ("mechanism", "bandwidth"))
     check_choice("sync_backend", sync_backend, ("fsdp", "megatron"))
+    check_bool("sync_bucketed", sync_bucketed)
+    check_bool("trainer_offload", trainer_offload)
+    check_int("sleep_level", sleep_level, 1)
+    check_choice("sleep_level", sleep_level, (1, 2))
     mode = "disaggregated" if placement == "disaggregated" else "colocated"
     plan = ParallelPlan(dp=train_gpus, zero_stage=3)
-    if sync_backend == "megatron" and train_gpus % engine_tp == 0:
+    if sync_backend == "megatron":
+        if train_gpus % engine_tp:      # a Megatron trainer at the engine's tp must fit the pool
+            raise ValueError(f"sync_backend='megatron' trains at the engine's tp={engine_tp}, "
+                             f"which does not divide the {train_gpus} training GPUs: give "
+                             f"training a multiple of {engine_tp} GPUs or use sync_backend='fsdp'")
         plan = ParallelPlan(dp=train_gpus // engine_tp, tp=engine_tp, sp=engine_tp > 1,
                             zero_stage=1)
     if weight_sync == "bandwidth":     # the bandwidth bound from a ZeRO-3 trainer, no switches
@@ -312,11 +324,13 @@ def best_engine_tp(systems, workload: Workload) -> RLSystem:
     and, between the bounds, how far a schedule sits from either.
 
     Raises:
-        ValueError: naming ``systems`` when empty.
+        ValueError: naming ``systems`` (empty, or not RLSystems) or ``workload``.
     """
-    systems = list(systems)
-    if not systems:
-        raise ValueError("systems is empty: pass the candidate RLSystems")
+    if isinstance(systems, RLSystem) or not isinstance(systems, (list, tuple)) or not systems \
+            or not all(isinstance(s, RLSystem) for s in systems):
+        raise ValueError(f"systems must be a non-empty list of RLSystems, got {systems!r}")
+    if not isinstance(workload, Workload):
+        raise ValueError(f"workload must be a Workload, got {type(workload).__name__}")
     return min(systems, key=lambda s: (generation_s(s, workload) + s.weight_sync_s
                                        + max(switches_per_step(s).values(), default=0) * s.switch_s,
                                        s.engine.tp))

@@ -337,8 +337,20 @@ def engine_tp_sweep(actor, hardware, workload: Workload, gpus: int, *,
     if (placement == "colocated") != (rollout_gpus is None):
         raise ValueError(f"rollout_gpus must be None when colocated and an int when "
                          f"disaggregated; got {rollout_gpus!r} for {placement!r}")
+    if "engine_tp" in kw:
+        raise ValueError("engine_tp_sweep sweeps the engine's tp: give the sizes as tps, not "
+                         "engine_tp")
+    if rollout_gpus is not None:
+        check_int("rollout_gpus", rollout_gpus, 1)
     pool = gpus if rollout_gpus is None else rollout_gpus
-    tps = engine_tp_choices(actor, hardware, pool) if tps is None else tuple(tps)
+    if tps is None:
+        tps = engine_tp_choices(actor, hardware, pool)
+    elif isinstance(tps, (str, bytes)) or not isinstance(tps, (list, tuple, range)) or not tps:
+        raise ValueError(f"tps must be a non-empty list or tuple of engine tp sizes (or None "
+                         f"for every allowed one), got {tps!r}")
+    if not tps:
+        raise ValueError(f"engine_tp_sweep finds no allowed engine tp on {pool} GPUs: none is a "
+                         f"power of two dividing the pool and the heads within the NVLink domain")
     return [simulate_placement(actor, hardware, workload, gpus, rollout_gpus=rollout_gpus,
                                steps=steps, engine_tp=tp, **kw) for tp in tps]
 
