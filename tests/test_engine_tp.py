@@ -260,3 +260,12 @@ def test_bad_sweeps_and_candidates_are_refused_by_name():
         best_engine_tp([s], None)
     with pytest.raises(ValueError, match="multiple of 16"):
         system_from_cost("deepseek-v3", "gb200-nvl72", wl, gpus=72)
+
+
+def test_decode_tp_comm_refuses_a_tp_beyond_the_nvlink_domain():
+    """A replica's all-reduces are costed as an NVLink ring: tp 16 on an 8-GPU H100 node is
+    refused by name (it gave an NVLink-speed cost), tp 16 on an NVL72 domain is costed."""
+    model = resolve_model("qwen2.5-7b")
+    with pytest.raises(ValueError, match="tp=16 exceeds the NVLink domain"):
+        decode_tp_comm(model, resolve_hardware("h100"), 16)
+    assert decode_tp_comm(model, resolve_hardware("gb200-nvl72"), 16).total_s > 0

@@ -307,3 +307,12 @@ def test_system_options_are_checked_on_every_path():
     with pytest.raises(ValueError, match="sync_bucketed"):
         system_from_cost("qwen2.5-7b", "h100", wl, gpus=8, weight_sync="bandwidth",
                          sync_bucketed="x")
+
+
+@pytest.mark.parametrize("kw, name", [({"rows": ()}, "rows"), ({"rows": None}, "rows"),
+                                      ({"fit": ()}, "fit"), ({"fit": "qwen2.5-7b"}, "fit"),
+                                      ({"fit_bucketed": ()}, "fit_bucketed")])
+def test_calibration_refuses_empty_or_malformed_inputs(kw, name):
+    from rlmperf_lite.cost import calibrate_weight_sync
+    with pytest.raises(ValueError, match=name):
+        calibrate_weight_sync(**kw)

@@ -144,10 +144,14 @@ def decode_tp_comm(model: ModelConfig, hw: HardwareSpec, tp: int, batch: float =
     busbw defaults to the hardware's intra-node bandwidth.
 
     Raises:
-        ValueError: naming ``tp``, ``batch``, ``activation_bytes``, ``latency_s`` or
-            ``bandwidth_bytes_per_s`` (or a hardware without an intra-node bandwidth at tp > 1).
+        ValueError: naming ``tp`` (< 1 or beyond the NVLink domain), ``batch``,
+            ``activation_bytes``, ``latency_s`` or ``bandwidth_bytes_per_s`` (or a hardware
+            without an intra-node bandwidth at tp > 1).
     """
     check_int("tp", tp, 1)
+    if tp > hw.nvlink_domain:           # beyond it the all-reduce is not an NVLink ring
+        raise ValueError(f"tp={tp} exceeds the NVLink domain of {hw.name} "
+                         f"({hw.nvlink_domain} GPUs): a replica's all-reduces run within it")
     check_number("batch", batch, low=0)
     check_int("activation_bytes", activation_bytes, 1)
     check_number("latency_s", latency_s, low=0)

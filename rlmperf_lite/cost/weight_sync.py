@@ -319,8 +319,18 @@ def calibrate_weight_sync(rows=VERL_SYNC_ROWS, hardware="h20", *,
     Returns:
         dict ``constants`` (the fitted values) and ``rows`` (per row: model, measured and
         modelled seconds without and with the checkpoint engine, held_out flags).
+
+    Raises:
+        ValueError: naming ``rows``, ``fit`` or ``fit_bucketed`` (empty or of the wrong type).
     """
     hw = resolve_hardware(hardware)
+    for label, v in (("fit", fit), ("fit_bucketed", fit_bucketed)):
+        if isinstance(v, str) or not isinstance(v, (list, tuple)) or not v:
+            raise ValueError(f"{label} must be a non-empty tuple of preset names, got {v!r}")
+    if not isinstance(rows, (list, tuple)) or not rows or any(
+            not isinstance(r, (list, tuple)) or len(r) != 6 for r in rows):
+        raise ValueError("rows must be a non-empty tuple of (model, preset, trainer ranks, "
+                         f"rollout ranks, seconds, seconds with checkpoint engine), got {rows!r}")
     den, num = [], []
     for _, preset, train, rollout, _, t_bucket in rows:
         if preset in fit_bucketed:  # t = rest + network bytes time / share: 1 / share linear
