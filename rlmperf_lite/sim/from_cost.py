@@ -206,7 +206,9 @@ def sync_and_switch_s(actor, hw, engine_tp: int, placement: str, train_gpus: int
     tp ``engine_tp`` on ``gen_gpus``; a switch on a time-shared pool of ``gen_gpus``.
 
     Raises:
-        ValueError: naming ``weight_sync``, or from the cost models.
+        ValueError: naming ``weight_sync``, ``sync_backend`` (Megatron at a tp that does not
+            divide ``train_gpus``), ``sync_bucketed``, ``trainer_offload``, ``sleep_level``,
+            or from the cost models.
     """
     check_choice("weight_sync", weight_sync, ("mechanism", "bandwidth"))
     check_choice("sync_backend", sync_backend, ("fsdp", "megatron"))
@@ -319,9 +321,10 @@ def best_engine_tp(systems, workload: Workload) -> RLSystem:
     """Of ``systems`` that differ in their engine's tp, the one whose generation of one step's
     batch (:func:`~rlmperf_lite.sim.sync.generation_s`, simulated) plus weight sync and
     model switches (both depend on the tp) is shortest, the smaller tp on a tie. Those are the
-    parts of a step the tp changes: the phases after generation do not depend on it. A simulation of one batch (milliseconds)
-    rather than Brent's lower bound max(W/p, D), which leaves out the queueing for slots
-    and, between the bounds, how far a schedule sits from either.
+    parts of a step the tp changes: the phases after generation do not depend on it. A
+    simulation of one batch (milliseconds) rather than Brent's lower bound max(W/p, D), which
+    leaves out the queueing for slots and, between the bounds, how far a schedule sits from
+    either.
 
     Raises:
         ValueError: naming ``systems`` (empty, or not RLSystems) or ``workload``.
