@@ -86,6 +86,22 @@ class HardwareSpec:
         """The GPUs that reach each other over NVLink, ``nvlink_domain_gpus`` or else one node's."""
         return self.nvlink_domain_gpus or self.gpus_per_node
 
+    def tp_bandwidth(self, bandwidth_bytes_per_s=None) -> float:
+        """The bus bandwidth a tensor-parallel group's collectives get, in bytes/s per
+        direction: ``bandwidth_bytes_per_s`` if given, else the intra-node (NVLink) figure.
+
+        Raises:
+            ValueError: naming ``bandwidth_bytes_per_s`` (not positive), or when neither is
+                known.
+        """
+        bw = self.intra_node_bandwidth_bytes_per_s if bandwidth_bytes_per_s is None \
+            else bandwidth_bytes_per_s
+        if bw is None:
+            raise ValueError(f"hardware {self.name!r} has no intra-node bandwidth; pass "
+                             f"bandwidth_bytes_per_s or use a GPU preset such as 'h100'")
+        check_number("bandwidth_bytes_per_s", bw, low=0, low_open=True)
+        return float(bw)
+
     def peak(self, dtype: str = "bf16") -> float:
         """Dense peak FLOP/s for ``dtype``.
 

@@ -158,12 +158,7 @@ def decode_tp_comm(model: ModelConfig, hw: HardwareSpec, tp: int, batch: float =
     S = float(batch) * model.hidden_size * activation_bytes                  # bytes, (b, h)
     if tp == 1:
         return DecodeTPComm(0, S, 0.0, 0.0, float(batch))
-    bw = hw.intra_node_bandwidth_bytes_per_s if bandwidth_bytes_per_s is None \
-        else bandwidth_bytes_per_s
-    if bw is None:
-        raise ValueError(f"hardware {hw.name!r} has no intra-node bandwidth; pass "
-                         f"bandwidth_bytes_per_s")
-    check_number("bandwidth_bytes_per_s", bw, low=0, low_open=True)
+    bw = hw.tp_bandwidth(bandwidth_bytes_per_s)
     n = 2 * model.num_hidden_layers
     latency = n * collective_time_s("all_reduce", 0.0, tp, bw, latency_s)   # the alpha part
     bandwidth = n * collective_time_s("all_reduce", S, tp, bw)              # the beta part

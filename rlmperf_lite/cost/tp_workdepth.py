@@ -112,16 +112,6 @@ def tp_comm_constant(model, seq_len: int, *, recompute: str = "selective",
         _train_flops_per_sequence(m, seq_len, recompute)
 
 
-def _tp_bandwidth(hw: HardwareSpec, bandwidth_bytes_per_s):
-    bw = hw.intra_node_bandwidth_bytes_per_s if bandwidth_bytes_per_s is None \
-        else bandwidth_bytes_per_s
-    if bw is None:
-        raise ValueError(f"hardware {hw.name!r} has no intra-node bandwidth; pass "
-                         f"bandwidth_bytes_per_s or use a GPU preset such as 'h100'")
-    check_number("bandwidth_bytes_per_s", bw, low=0, low_open=True)
-    return float(bw)
-
-
 def tp_comm_compute_ratio(model, hardware, tp: int, seq_len: int, *, recompute="selective",
                           efficiency: float = 1.0, dtype: str = "bf16", activation_bytes: int = 2,
                           bandwidth_bytes_per_s: float | None = None) -> float:
@@ -138,7 +128,7 @@ def tp_comm_compute_ratio(model, hardware, tp: int, seq_len: int, *, recompute="
     check_number("efficiency", efficiency, low=0, high=1, low_open=True)
     kappa = tp_comm_constant(model, seq_len, recompute=recompute,
                              activation_bytes=activation_bytes)
-    bw = _tp_bandwidth(hw, bandwidth_bytes_per_s)
+    bw = hw.tp_bandwidth(bandwidth_bytes_per_s)
     h = resolve_model(model, "model").hidden_size
     return kappa * (tp - 1) / h * hw.peak(dtype) * efficiency / bw
 
@@ -265,8 +255,6 @@ def tp_train_workdepth(model, hardware, plan: ParallelPlan, workload: TrainWorkl
 
 def _decode_all_reduces_s(m, hw, tp, batch, A, latency_s):
     """Seconds of one decode step's 2 L all-reduces of (batch, h) activations over tp."""
-    if tp > 1:
-        _tp_bandwidth(hw, None)                 # this module's error for a missing bandwidth
     return decode_tp_comm(m, hw, tp, batch, activation_bytes=A, latency_s=latency_s).total_s
 
 
@@ -298,7 +286,7 @@ def decode_tp_floor(model, hardware, *, batch: int = 1, prompt_len: int = 512,
     rates = _decode_rates(train_efficiency, decode_efficiency, dtype)
     ctx = prompt_len + np.arange(1, response_len)                    # (R - 1,) contexts
     tau = float(decode_step_s(m, hw, batch=batch, context=ctx, tp=1, **rates).mean())
-    L, bw = m.num_hidden_layers, _tp_bandwidth(hw, bandwidth_bytes_per_s)
+    L, bw = m.num_hidden_layers, hw.tp_bandwidth(bandwidth_bytes_per_s)
     saved = tau - 4 * L * batch * m.hidden_size * activation_bytes / bw
     if saved <= 0:
         return 1.0
