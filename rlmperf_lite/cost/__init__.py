@@ -49,7 +49,7 @@ from .planner import (PlanSearch, RankedPlan, compare_nvlink_domains, search_pla
 from .reshard import RESHARD_MODES, reshard_bytes_per_gpu, reshard_time_s
 from .weight_sync import (SYNC_BACKENDS, SYNC_METHODS, SYNC_MODES, VERL_SYNC_ROWS,
                           StageBreakdown, calibrate_weight_sync, num_weight_tensors,
-                          switch_breakdown, switch_time_s, verl_megatron_plan,
+                          switch_breakdown, switch_time_s, verl_megatron_plan, verl_sync_model_s,
                           weight_sync_breakdown, weight_sync_constants, weight_sync_sources,
                           weight_sync_time_s)
 
@@ -92,6 +92,7 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "SYNC_MODES", "SYNC_BACKENDS", "SYNC_METHODS", "VERL_SYNC_ROWS", "StageBreakdown",
            "weight_sync_constants", "weight_sync_sources", "num_weight_tensors",
            "weight_sync_breakdown", "weight_sync_time_s", "switch_breakdown", "switch_time_s",
-           "verl_megatron_plan", "calibrate_weight_sync", "DEFAULT_BACKEND", "TRAINING_BACKENDS",
+           "verl_megatron_plan", "verl_sync_model_s", "calibrate_weight_sync", "DEFAULT_BACKEND",
+           "TRAINING_BACKENDS",
            "TrainingBackend", "training_backend", "balanced_stage_layers",
            "compare_nvlink_domains", "work_balanced_stage_layers", "stage_train_flops"]

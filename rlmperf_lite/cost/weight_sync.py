@@ -53,7 +53,7 @@ from .rollout import rollout_tp, weight_sync_s as allgather_time_s
 __all__ = ["SYNC_MODES", "SYNC_BACKENDS", "SYNC_METHODS", "VERL_SYNC_ROWS", "StageBreakdown",
            "weight_sync_constants", "weight_sync_sources", "num_weight_tensors",
            "weight_sync_breakdown", "weight_sync_time_s", "switch_breakdown", "switch_time_s",
-           "verl_megatron_plan", "calibrate_weight_sync"]
+           "verl_megatron_plan", "verl_sync_model_s", "calibrate_weight_sync"]
 
 SYNC_MODES = ("colocated", "disaggregated")
 SYNC_BACKENDS = ("fsdp", "megatron")
@@ -299,12 +299,17 @@ def verl_megatron_plan(preset: str, trainer_ranks: int) -> ParallelPlan:
                         zero_stage=1, microbatches=pp)
 
 
-def _verl_row(preset, train, rollout, hw, bucketed, constants) -> float:
-    m = resolve_model(preset, "actor")
-    return weight_sync_time_s(m, hw, verl_megatron_plan(preset, train),
-                              rollout_tp(m, hw, rollout), mode="disaggregated",
-                              backend="megatron", bucketed=bucketed, rollout_gpus=rollout,
-                              constants=constants)
+def verl_sync_model_s(preset: str, trainer_ranks: int, rollout_ranks: int, hardware="h20", *,
+                      bucketed: bool = False, constants: dict | None = None) -> float:
+    """The mechanism model of one of verl's ablation syncs: ``preset`` trained by its Megatron
+    layout (:func:`verl_megatron_plan`) on ``trainer_ranks`` GPUs, sent to an engine of the
+    smallest tp that fits on ``rollout_ranks`` others, plain or ``bucketed`` (the checkpoint
+    engine)."""
+    m, hw = resolve_model(preset, "actor"), resolve_hardware(hardware)
+    return weight_sync_time_s(m, hw, verl_megatron_plan(preset, trainer_ranks),
+                              rollout_tp(m, hw, rollout_ranks), mode="disaggregated",
+                              backend="megatron", bucketed=bucketed,
+                              rollout_gpus=rollout_ranks, constants=constants)
 
 
 def calibrate_weight_sync(rows=VERL_SYNC_ROWS, hardware="h20", *,
@@ -331,12 +336,15 @@ def calibrate_weight_sync(rows=VERL_SYNC_ROWS, hardware="h20", *,
             not isinstance(r, (list, tuple)) or len(r) != 6 for r in rows):
         raise ValueError("rows must be a non-empty tuple of (model, preset, trainer ranks, "
                          f"rollout ranks, seconds, seconds with checkpoint engine), got {rows!r}")
+    def model_s(preset, train, rollout, bucketed, constants):
+        return verl_sync_model_s(preset, train, rollout, hw, bucketed=bucketed,
+                                 constants=constants)
+
     den, num = [], []
     for _, preset, train, rollout, _, t_bucket in rows:
         if preset in fit_bucketed:  # t = rest + network bytes time / share: 1 / share linear
-            full = _verl_row(preset, train, rollout, hw, True, {"broadcast_bandwidth_share": 1})
-            rest = _verl_row(preset, train, rollout, hw, True,
-                             {"broadcast_bandwidth_share": 1e12})
+            full = model_s(preset, train, rollout, True, {"broadcast_bandwidth_share": 1})
+            rest = model_s(preset, train, rollout, True, {"broadcast_bandwidth_share": 1e12})
             den.append(full - rest)
             num.append(t_bucket - rest)
     share = float(np.dot(den, den) / np.dot(den, num))
@@ -348,14 +356,14 @@ def calibrate_weight_sync(rows=VERL_SYNC_ROWS, hardware="h20", *,
             n_t = num_weight_tensors(resolve_model(preset, "actor"))
             nodes, _ = _broadcast(hw, train, rollout)
             A.append([n_t, n_t * math.log2(nodes)])
-            b.append(t_plain - _verl_row(preset, train, rollout, hw, False, zero))
+            b.append(t_plain - model_s(preset, train, rollout, False, zero))
     c0, c1 = np.linalg.lstsq(np.array(A, dtype=float), np.array(b), rcond=None)[0]
     fitted = {"per_tensor_s": float(c0), "per_tensor_per_node_doubling_s": float(c1),
               "broadcast_bandwidth_share": share}
     out = [dict(model=model, preset=preset, trainer_ranks=train, rollout_ranks=rollout,
-                measured_s=t0, modelled_s=_verl_row(preset, train, rollout, hw, False, fitted),
+                measured_s=t0, modelled_s=model_s(preset, train, rollout, False, fitted),
                 measured_checkpoint_engine_s=t1,
-                modelled_checkpoint_engine_s=_verl_row(preset, train, rollout, hw, True, fitted),
+                modelled_checkpoint_engine_s=model_s(preset, train, rollout, True, fitted),
                 held_out=preset not in fit, held_out_checkpoint_engine=preset not in fit_bucketed)
            for model, preset, train, rollout, t0, t1 in rows]
     return {"constants": fitted, "rows": out}

@@ -39,8 +39,8 @@ import numpy as np
 
 from ..checks import check_choice, check_int, check_number
 from ..cost import (expected_max_length, model_state_bytes_per_gpu, resolve_hardware,
-                    resolve_model, weight_sync_time_s)
-from ..cost.weight_sync import VERL_SYNC_ROWS, verl_megatron_plan
+                    resolve_model)
+from ..cost.weight_sync import VERL_SYNC_ROWS, verl_sync_model_s
 from ..cost.rollout import rollout_tp
 from .from_cost import engine_tp_choices, system_from_cost
 from .phases import PoolClock, run_train_phases
@@ -635,11 +635,7 @@ def weight_sync_against_verl(workload: Workload | None = None, **system_kw) -> l
         bound = weight_sync_comparison(preset, hw, wl, train + rollout, rollout_gpus=rollout,
                                        weight_sync="bandwidth",
                                        **system_kw)["disaggregated"]
-        m = resolve_model(preset, "actor")
-        mech = [weight_sync_time_s(m, hw, verl_megatron_plan(preset, train),
-                                   rollout_tp(m, hw, rollout), mode="disaggregated",
-                                   backend="megatron", bucketed=b, rollout_gpus=rollout)
-                for b in (False, True)]
+        mech = [verl_sync_model_s(preset, train, rollout, hw, bucketed=b) for b in (False, True)]
         rows.append({"model": model, "trainer_ranks": train, "rollout_ranks": rollout,
                      "bandwidth_s": bound, "modelled_s": mech[0],
                      "modelled_checkpoint_engine_s": mech[1], "measured_s": without,
