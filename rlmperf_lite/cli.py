@@ -198,6 +198,47 @@ def _estimate(args) -> int:
     return 0
 
 
+def _compare_run(args) -> int:
+    import os
+
+    from .cost import ModelConfig
+    from .sim.runs import compare_run
+    model = (ModelConfig.from_hf_config(args.model) if os.path.sep in args.model
+             or args.model.endswith(".json") else args.model)
+    flags = ("format", "algo", "prompts", "group_size", "prompt_len", "response_len",
+             "warmup_steps", "train_efficiency", "decode_efficiency")
+    result = compare_run(args.logfile, model=model, hardware=args.hardware, gpus=args.gpus,
+                         **{k: getattr(args, k) for k in flags if getattr(args, k) is not None})
+    if args.json:
+        print(json.dumps(result.as_dict(), allow_nan=False))
+        return 0
+    i, used = result.inputs, result.steps_used
+    print(f"{result.format} {result.kind} log {result.log}: median of {len(used)} of "
+          f"{result.steps_logged} steps ({used[0]}-{used[-1]})")
+    print(f"{i['algo']} step of {i['model']} on {i['gpus']} x {i['hardware']}: "
+          f"{i['prompts']} prompts x {i['group_size']}, P={i['prompt_len']}, "
+          f"R={i['response_len']}")
+
+    def cell(seconds, error, width=12):
+        if seconds is None:
+            return f"{'-':>{width}}{'':>8}"
+        return f"{seconds:>{width}.3f}{'-' if error is None else f'{error:+.0%}':>8}"
+
+    print(f"{'phase':<28}{'measured s':>12}{'estimate s':>12}{'error':>8}{'simulated s':>13}"
+          f"{'error':>8}")
+    for r in result.rows:
+        print(f"{r.phase:<28}{r.measured_s:>12.3f}{cell(r.estimated_s, r.estimate_error)}"
+              f"{cell(r.simulated_s, r.simulation_error, 13)}")
+    print("error = (measured - model) / measured")
+    for label, items in (("inferred", [f"{k} from {v}" for k, v in result.inferred.items()]),
+                         ("not inferred (defaults)", result.not_inferred),
+                         ("not a phase of the book's step", result.unmapped),
+                         ("note", result.notes)):
+        if items:
+            print(f"{label}:\n" + "\n".join(f"  {item}" for item in items))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rlmperf`` argument parser: sub-commands ``train``, ``workdepth``, ``estimate``."""
     parser = argparse.ArgumentParser(
@@ -227,6 +268,28 @@ def build_parser() -> argparse.ArgumentParser:
                          "heads (default: the smallest whose HBM holds the weights)")
     es.add_argument("--json", action="store_true")
     es.set_defaults(func=_estimate)
+    cr = sub.add_parser("compare-run", help="a verl or NeMo-RL training log's phase times "
+                        "against the estimate and the simulator for the same workload")
+    cr.add_argument("logfile", metavar="LOGFILE",
+                    help="verl's file-logger JSON lines or console output, NeMo-RL's console")
+    cr.add_argument("--model", required=True,
+                    help="the actor: a preset name or a config.json path")
+    cr.add_argument("--hardware", required=True, help="an accelerator preset")
+    cr.add_argument("--gpus", type=int, required=True, help="GPUs of the run")
+    cr.add_argument("--format", choices=["verl", "nemo-rl"], default=None,
+                    help="the log's format (default: detected)")
+    cr.add_argument("--algo", choices=["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp",
+                                       "ppo"], default=None,
+                    help="default: ppo if critic timers are logged, else grpo")
+    for flag, what in (("--prompts", "B"), ("--group-size", "G"), ("--prompt-len", "P"),
+                       ("--response-len", "R")):
+        cr.add_argument(flag, type=int, default=None, help=f"{what} (default: from the log)")
+    cr.add_argument("--warmup-steps", type=int, default=None,
+                    help="first steps left out of the medians (default 1)")
+    cr.add_argument("--train-efficiency", type=float, default=None, help="default 0.4")
+    cr.add_argument("--decode-efficiency", type=float, default=None, help="default 0.6")
+    cr.add_argument("--json", action="store_true")
+    cr.set_defaults(func=_compare_run)
     return parser
 
 
