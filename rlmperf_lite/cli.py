@@ -100,12 +100,12 @@ def _flag(name: str) -> str:
 
 def _step_inputs(args) -> dict:
     """The keyword arguments of estimate_rl_step from the flags ``estimate`` and ``workdepth``
-    share (a preset name or a config.json path for ``--model``)."""
+    share (a preset name, a config.json path or a model directory for ``--model``)."""
     import os
 
     from .cost import ModelConfig
     model = (ModelConfig.from_hf_config(args.model) if os.path.sep in args.model
-             or args.model.endswith(".json") else args.model)
+             or args.model.endswith(".json") or os.path.isdir(args.model) else args.model)
     kwargs = {k: getattr(args, k) for k in ("prompts", "group_size", "prompt_len", "response_len",
                                             "gpus", "kl_coef", "train_efficiency",
                                             "decode_efficiency")}
@@ -342,8 +342,8 @@ def _step_flags(parser, *, defaults: bool) -> None:
         return "" if defaults else f" (default {value})"
 
     parser.add_argument("--model", default=d("qwen2.5-7b"),
-                        help="a preset name (rlmperf_lite.cost.model_presets()) or a config.json "
-                             "path")
+                        help="a preset name (rlmperf_lite.cost.model_presets()), a config.json "
+                             "path or a model directory holding one")
     parser.add_argument("--hardware", default=d("h100"),
                         help="an accelerator preset" + note("h100"))
     parser.add_argument("--algo", choices=["grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp",

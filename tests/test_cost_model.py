@@ -13,6 +13,12 @@ PUBLISHED = {                      # exact counts published for the checkpoints 
     "qwen2.5-32b": 32_763_876_352, "qwen2.5-72b": 72_706_203_648, "qwen3-8b": 8_190_735_360,
     "qwen3-30b-a3b": 30_532_122_624, "qwen3-235b-a22b": 235_093_634_560,
     "mistral-7b-v0.1": 7_241_732_096, "mixtral-8x7b-v0.1": 46_702_792_704,
+    "gemma-7b": 8_537_680_896, "gemma-2-9b": 9_241_705_984, "gemma-2-27b": 27_227_128_320,
+    "gemma-3-1b": 999_885_952, "phi-3-mini-4k": 3_821_079_552, "phi-4": 14_659_507_200,
+    "gpt2": 124_439_808, "gpt2-xl": 1_557_611_200, "gpt-oss-20b": 20_914_757_184,
+    "gpt-oss-120b": 116_829_156_672, "qwen1.5-moe-a2.7b": 14_315_784_192,
+    "deepseek-v2-lite": 15_706_484_224, "olmo-2-1124-13b": 13_716_198_400,
+    "aya-expanse-8b": 8_028_033_024,
 }
 
 
@@ -38,11 +44,51 @@ def test_deepseek_v3_main_model_and_active_parameters():
     assert round((c.num_active_params() - embedding) / 1e9, 1) == 36.6
 
 
+def test_gpt2_checkpoint_total_adds_its_stored_causal_masks():
+    """HF's gpt2 model.safetensors holds 137,022,720 F32 elements (safetensors docs, metadata
+    parsing): the 124,439,808 parameters and 12 causal-mask buffers h.N.attn.bias of 1024 x
+    1024, which transformers ignores on load and we do not count."""
+    rec = preset_record("gpt2")
+    c = rec["config"]
+    assert rec["published_hf_safetensors_total"] == 137_022_720
+    assert c.num_params() + c.num_hidden_layers * 1024 * 1024 == 137_022_720
+
+
+def test_gemma_3_12b_counts_the_language_model_of_the_multimodal_checkpoint():
+    """Keras-hub publishes Gemma-3-12B's text model (vocabulary 262,144) at 11,765,788,416 and
+    text + vision at 12,187,079,280; HF's text_config has 64 more vocabulary rows and its
+    checkpoint totals 12,187,325,040. Our language model is Keras's plus 64 x 3840, and what
+    the HF checkpoint adds to it is exactly Keras's vision tower and projector."""
+    rec = preset_record("gemma-3-12b")
+    c = rec["config"]
+    assert c.vocab_size == 262_208 and c.num_hidden_layers == 48 and c.qk_norm
+    assert c.num_params() == rec["published_keras_text_num_params"] + 64 * 3840
+    vision = rec["published_keras_vision_text_num_params"] - rec["published_keras_text_num_params"]
+    assert rec["published_hf_safetensors_total"] - c.num_params() == vision == 421_290_864
+
+
+def test_rounded_only_presets_round_to_their_published_figures():
+    """Command-R v01: '35 billion parameters' (model card), no exact count published.
+    gpt-oss model card (arXiv 2508.10925) Table 1: 20.91B / 116.83B total, 3.61B / 5.13B
+    active, the active figures without the input embedding."""
+    assert preset_record("c4ai-command-r-v01")["published_num_params"] is None
+    assert round(model_preset("c4ai-command-r-v01").num_params() / 1e9) == 35
+    for name, total, active in (("gpt-oss-20b", 20.91, 3.61), ("gpt-oss-120b", 116.83, 5.13)):
+        c = model_preset(name)
+        assert round(c.num_params() / 1e9, 2) == total
+        assert round((c.num_active_params() - c.vocab_size * c.hidden_size) / 1e9, 2) == active
+
+
 def test_moe_active_parameters_match_the_model_names():
     """Model cards: Qwen3-30B-A3B activates 3.3B, Qwen3-235B-A22B 22B, Mixtral 8x7B 12.9B."""
     assert 3.3e9 <= model_preset("qwen3-30b-a3b").num_active_params() < 3.4e9      # 3.35B
     assert round(model_preset("qwen3-235b-a22b").num_active_params() / 1e9) == 22
     assert round(model_preset("mixtral-8x7b-v0.1").num_active_params() / 1e9, 1) == 12.9
+    # Qwen1.5-MoE-A2.7B: 2.7B activated; DeepSeek-V2-Lite: 2.4B activated (arXiv 2405.04434),
+    # the latter without the input embedding as DeepSeek counts
+    assert round(model_preset("qwen1.5-moe-a2.7b").num_active_params() / 1e9, 1) == 2.7
+    lite = model_preset("deepseek-v2-lite")
+    assert 2.4e9 <= lite.num_active_params() - lite.vocab_size * lite.hidden_size < 2.5e9
 
 
 @pytest.mark.parametrize("name", [n for n in model_presets() if n.startswith(("megatron", "gpt3"))])

@@ -156,3 +156,33 @@ def test_bad_window_fields_are_named():
     with pytest.raises(ValueError, match="sliding_window_pattern"):
         from_hf_config({**kw, "model_type": "llama", "sliding_window": 8,
                         "sliding_window_pattern": 0})
+
+
+def test_gpt_oss_sliding_layers_keep_only_their_window():
+    """gpt-oss-20b (config.json layer_types): 12 sliding layers of 128 keys and 12 full ones.
+    At 100,000 tokens a sequence's cache holds (12 x 128 + 12 x 100,000) / 24 tokens' worth of
+    K and V (2 x 24 layers x 8 KV heads x 64 x 2 bytes per token): the sliding half is capped."""
+    m = model_preset("gpt-oss-20b")
+    per_token = 2 * 24 * 8 * 64 * 2
+    assert kv_cache_bytes_per_token(m) == per_token
+    assert m.layer_windows == (128, None) * 12
+    assert kv_cache_bytes(m, 100_000) == per_token * (12 * 128 + 12 * 100_000) / 24
+    assert kv_cache_bytes(m, 100) == 100 * per_token                     # inside the window
+    n = 8192
+    assert attention_pairs(m, n) == pytest.approx(
+        (12 * causal_pairs(n, 128) + 12 * n * (n + 1) / 2) / 24, rel=1e-15)
+
+
+def test_gemma_family_presets_carry_their_local_global_patterns():
+    """Gemma-2-9B: 21 local (4096) layers alternating with 21 global ones (Gemma2Config's
+    default); Gemma-3-12B: 40 local (1024) and 8 global, five to one; Phi-3-mini-4k's 2047
+    window in all 32 layers."""
+    g2 = model_preset("gemma-2-9b")
+    assert g2.layer_windows == (4096, None) * 21
+    assert attended_keys(g2, 10_000) == pytest.approx((21 * 4096 + 21 * 10_000) / 42)
+    g3 = model_preset("gemma-3-12b")
+    assert g3.layer_windows == ((1024,) * 5 + (None,)) * 8
+    assert kv_cache_bytes(g3, 32_768) == kv_cache_bytes_per_token(g3) * (
+        40 * 1024 + 8 * 32_768) / 48
+    assert set(model_preset("phi-3-mini-4k").layer_windows) == {2047}
+    assert model_preset("phi-4").sliding_window is None

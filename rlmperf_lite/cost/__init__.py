@@ -5,7 +5,7 @@ plan search and weight resharding."""
 from .estimate import ALGOS, PhaseEstimate, RLStepEstimate, estimate_rl_step
 from .phase import PhaseSequence
 from .flops import (ADAMW_FLOPS_PER_PARAM, decode_flops, forward_flops, matmul_weights_per_token,
-                    prefill_flops, train_flops)
+                    mtp_flops, prefill_flops, train_flops)
 from .hardware import (HardwareSpec, hardware_preset, hardware_presets, measure_cpu,
                        resolve_hardware)
 from .hf import from_hf_config
@@ -57,7 +57,8 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "resolve_model", "HardwareSpec", "hardware_preset", "hardware_presets",
            "resolve_hardware", "measure_cpu",
            "matmul_weights_per_token", "forward_flops", "prefill_flops", "decode_flops",
-           "train_flops", "ADAMW_FLOPS_PER_PARAM", "BYTES_PER_PARAM_ADAM", "model_state_bytes",
+           "train_flops", "mtp_flops", "ADAMW_FLOPS_PER_PARAM", "BYTES_PER_PARAM_ADAM",
+           "model_state_bytes",
            "activation_bytes_per_layer", "lm_head_activation_bytes", "kv_cache_bytes_per_token", "kv_cache_bytes",
            "mean_decode_context", "roofline_time",
            "decode_step_bytes", "decode_step_flops", "mfu", "ALGOS", "PhaseEstimate",

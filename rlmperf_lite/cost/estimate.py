@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..checks import check_bool, check_choice, check_int, check_number, check_real_array
-from .flops import ADAMW_FLOPS_PER_PARAM, forward_flops
+from .flops import ADAMW_FLOPS_PER_PARAM, forward_flops, mtp_flops
 from .hardware import resolve_hardware
 from .memory import activation_bytes_per_layer, lm_head_activation_bytes, model_state_bytes
 from .phase import PhaseEstimate, PhaseSequence
@@ -289,9 +289,11 @@ def _train_phases(models, cost: _TrainCost, R, ppo_epochs, recompute_old_logprob
 
 
 def _update_phase(key: str, m, cost: _TrainCost, ppo_epochs: int) -> PhaseEstimate:
-    """A model's update: ppo_epochs x (forward + backward, 3 forwards, + AdamW's 12 N)."""
+    """A model's update: ppo_epochs x (forward + backward, 3 forwards, + AdamW's 12 N; the
+    actor's multi-token-prediction modules when it trains them, ``mtp_flops``)."""
     head = "all" if key == "actor" else "none"
-    f = ppo_epochs * (3 * forward_flops(m, cost.T, lm_head=head)
+    mtp = mtp_flops(m, cost.T) if key == "actor" else 0.0
+    f = ppo_epochs * (3 * forward_flops(m, cost.T, lm_head=head) + mtp
                       + ADAMW_FLOPS_PER_PARAM * m.num_params())
     # per pass: bf16 weights read (forward, backward) and gradients written, then the
     # optimizer reads and writes fp32 master weights and two moments: ~18 bytes/parameter

@@ -22,7 +22,9 @@ position i attend min(i + 1, W) keys, so a causal pass over n > W positions has 
 
 Multi-head latent attention (DeepSeek-V3) is counted in its training form (keys and values
 decompressed per head); inference engines that absorb the decompression into the queries do
-less arithmetic per decode step than counted here.
+less arithmetic per decode step than counted here. DeepSeek-V3's multi-token-prediction module
+adds training FLOPs only when ``ModelConfig.mtp_trained`` (``mtp_flops``); prefill, decode and
+the KV cache never count it (its use as a speculative-decoding draft is not modelled).
 
 Shapes: ``seq_lens``, ``prompt_lens``, ``response_lens`` are one int per sequence (or one int
 for all); results are FLOPs summed over the batch, as floats.
@@ -35,7 +37,8 @@ from ..checks import check_bool, check_real_array
 from .model import ModelConfig
 
 __all__ = ["ADAMW_FLOPS_PER_PARAM", "matmul_weights_per_token", "forward_flops", "prefill_flops",
-           "decode_flops", "train_flops", "causal_pairs", "attended_keys", "attention_pairs"]
+           "decode_flops", "train_flops", "mtp_flops", "causal_pairs", "attended_keys",
+           "attention_pairs"]
 
 
 #: FLOPs of one AdamW step per parameter: the two moments, the square root, the divide, the
@@ -72,10 +75,11 @@ def _layer_weights(m: ModelConfig, moe: bool) -> int:
     else:
         H, KV, hd = m.num_attention_heads, m.kv_heads, m.head_size
         attn = 2 * d * H * hd + 2 * d * KV * hd
-    mats = 3 if m.mlp == "swiglu" else 2
-    if moe:
-        active = m.num_experts_per_tok + m.num_shared_experts
-        mlp = d * m.num_experts + active * mats * d * m.moe_intermediate_size
+    mats = m.mlp_matrices
+    if moe:                 # router, top-k routed experts, shared experts (and their D -> 1 gate)
+        mlp = (d * m.num_experts + m.num_experts_per_tok * mats * d * m.moe_intermediate_size
+               + m.num_shared_experts * mats * d * m.shared_expert_size
+               + (d if m.shared_expert_gate else 0))
     else:
         mlp = mats * d * m.intermediate_size
     return attn + mlp
@@ -215,4 +219,29 @@ def train_flops(model: ModelConfig, seq_lens, *, recompute: bool = False,
     check_bool("recompute", recompute)
     fwd = forward_flops(m, seq_lens, causal=causal, lm_head="all")
     extra = forward_flops(m, seq_lens, causal=causal, lm_head="none") if recompute else 0.0
-    return 3.0 * fwd + extra
+    return 3.0 * fwd + extra + mtp_flops(m, seq_lens, recompute=recompute, causal=causal)
+
+
+def mtp_flops(model: ModelConfig, seq_lens, *, recompute: bool = False,
+              causal: bool = True) -> float:
+    """Training FLOPs of the multi-token-prediction modules (``num_nextn_predict_layers``,
+    DeepSeek-V3, arXiv 2412.19437, section 2.2) over sequences of the given lengths; 0.0
+    unless ``model.mtp_trained``. Per module and token a forward is 2 (2 D^2 + one block's
+    matrix weights + V D): ``eh_proj``, the block, the shared LM head; plus the block's
+    attention pairs. Training is 3 forwards, with ``recompute`` the block and ``eh_proj`` once
+    more. Counted at every position, though the last k of a sequence have no k-th next token
+    (an over-count of k / n).
+
+    Raises:
+        ValueError: as :func:`rlmperf_lite.cost.forward_flops` for the model and lengths."""
+    m = check_model(model)
+    n = _lengths("seq_lens", seq_lens)
+    check_bool("recompute", recompute)
+    check_bool("causal", causal)
+    if not m.mtp_trained:
+        return 0.0
+    d = m.hidden_size
+    body = 2.0 * (2 * d * d + _layer_weights(m, m.is_moe)) * n.sum()       # eh_proj, block
+    body += attention_flops_per_pair(m) / m.num_hidden_layers * _pairs(n, causal).sum()
+    head = 2.0 * m.vocab_size * d * n.sum()
+    return float(m.num_nextn_predict_layers * ((4.0 if recompute else 3.0) * body + 3.0 * head))

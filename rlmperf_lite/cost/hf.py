@@ -2,12 +2,17 @@
 :ref:`sec-model-params`).
 
 A config file states sizes but not everything the architecture implies: Qwen2's q/k/v biases,
-Qwen3's q/k norms, OPT's two extra position rows, DeepSeek-V3's router bias are in the modelling
-code, not in the file. ``model_type`` names the architecture, and :data:`FAMILIES` holds what
-each one implies. Fields the cost model does not need (rope scaling, dropout, token ids,
-quantisation...) are ignored. Sliding-window attention is read from ``sliding_window``,
-``layer_types``, ``sliding_window_pattern``, ``use_sliding_window`` and ``max_window_layers``
-as transformers' configuration classes read them.
+Qwen3's q/k norms, OPT's two extra position rows, DeepSeek-V3's router bias, Gemma's GeGLU and
+four norms per layer, gpt-oss's attention sinks and expert biases are in the modelling code,
+not in the file. ``model_type`` names the architecture, and :data:`FAMILIES` holds what each
+one implies; a field the file leaves out takes its configuration class's default (e.g. Gemma-3's
+vocabulary of 262,208, gpt-oss's window of 128). Fields the cost model does not need (rope
+scaling, dropout, soft-capping, token ids, quantisation...) are ignored. Sliding-window
+attention is read from ``sliding_window``, ``layer_types``, ``sliding_window_pattern``,
+``use_sliding_window`` and ``max_window_layers`` as transformers' configuration classes read
+them (Gemma-2 and gpt-oss alternate, sliding first; Gemma-3 has five local layers to one
+global). A multimodal wrapper (``text_config``, e.g. Gemma-3 12B) is read as its language
+model: the vision tower and projector are not costed.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from .model import ModelConfig
 __all__ = ["from_hf_config", "FAMILIES"]
 
 _LLAMA = {"mlp": "swiglu", "position": "rope", "norm": "rmsnorm"}
+_GEMMA = {**_LLAMA, "mlp": "geglu"}
 FAMILIES = {
     "llama": _LLAMA,
     "mistral": _LLAMA,
@@ -29,8 +35,38 @@ FAMILIES = {
     "deepseek_v3": {**_LLAMA, "router_bias": True},
     "opt": {"mlp": "relu", "position": "learned", "norm": "layernorm", "attention_bias": True,
             "mlp_bias": True, "position_offset": 2, "tie_word_embeddings": True},
+    "gemma": _GEMMA,
+    "gemma2": {**_GEMMA, "norms_per_layer": 4},
+    "gemma3_text": {**_GEMMA, "norms_per_layer": 4, "qk_norm": True},
+    "phi3": _LLAMA,
+    "gpt2": {"mlp": "gelu", "position": "learned", "norm": "layernorm", "attention_bias": True,
+             "mlp_bias": True},
+    "gpt_oss": {**_LLAMA, "attention_sinks": True, "router_bias": True, "mlp_bias": True},
+    "qwen2_moe": _LLAMA,
+    "deepseek_v2": _LLAMA,
+    "olmo2": {**_LLAMA, "qk_norm": True, "qk_norm_width": "projection"},
+    "starcoder2": {"mlp": "gelu", "position": "rope", "norm": "layernorm"},
+    "cohere": {**_LLAMA, "norm": "layernorm_nobias", "norms_per_layer": 1},
 }
 """What each supported ``model_type`` implies beyond its config.json."""
+
+# configuration-class defaults of fields a config.json may leave out (transformers'
+# Gemma2Config, Gemma3TextConfig, GptOssConfig, ...); a field the file gives wins
+_DEFAULTS = {
+    "gemma": {"tie_word_embeddings": True},
+    "gemma2": {"tie_word_embeddings": True, "sliding_window": 4096,
+               "sliding_window_pattern": 2},
+    "gemma3_text": {"tie_word_embeddings": True, "vocab_size": 262208, "head_dim": 256,
+                    "max_position_embeddings": 131072, "sliding_window": 4096,
+                    "sliding_window_pattern": 6},
+    "gpt2": {"tie_word_embeddings": True, "n_positions": 1024},
+    "gpt_oss": {"attention_bias": True, "sliding_window": 128, "sliding_window_pattern": 2},
+    "qwen2_moe": {"qkv_bias": True},
+    "deepseek_v2": {"q_lora_rank": 1536},
+    "starcoder2": {"tie_word_embeddings": True, "use_bias": True},
+    "cohere": {"tie_word_embeddings": True},
+}
+_TEXT_MODEL_TYPES = {"gemma3": "gemma3_text"}   # a wrapper's text_config without model_type
 
 _COMMON = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
            "num_key_value_heads", "head_dim", "intermediate_size", "tie_word_embeddings",
@@ -67,60 +103,151 @@ def _need(c: dict, key: str, model_type: str):
     return c[key]
 
 
-def from_hf_config(config, *, name: str | None = None) -> ModelConfig:
-    """A :class:`ModelConfig` from a Hugging Face config (dict or path to ``config.json``).
+def _config_path(config):
+    """A model directory's ``config.json``; anything else as given."""
+    if isinstance(config, (str, os.PathLike)) and os.path.isdir(config):
+        path = os.path.join(config, "config.json")
+        if not os.path.isfile(path):
+            raise ValueError(f"model directory {str(config)!r} has no config.json (looked for "
+                             f"{path!r}); give a Hugging Face model directory or a config.json "
+                             "path")
+        return path
+    return config
 
-    Supported ``model_type``: llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, deepseek_v3, opt.
+
+def _text_model(c: dict) -> dict:
+    """A multimodal wrapper's language model (its ``text_config``), the wrapper's
+    ``tie_word_embeddings``, ``vocab_size`` and name filling what the text config leaves out;
+    any other config as given."""
+    text, mt = c.get("text_config"), c.get("model_type")
+    if (isinstance(mt, str) and mt in FAMILIES) or not isinstance(text, dict):
+        return c
+    out = dict(text)
+    out.setdefault("model_type", _TEXT_MODEL_TYPES.get(mt))
+    for key in ("tie_word_embeddings", "vocab_size", "_name_or_path"):
+        if key not in out and key in c:
+            out[key] = c[key]
+    return out
+
+
+def from_hf_config(config, *, name: str | None = None) -> ModelConfig:
+    """A :class:`ModelConfig` from a Hugging Face config: a dict, a path to ``config.json``,
+    or a model directory holding one.
+
+    Supported ``model_type`` (:data:`FAMILIES`): llama, mistral, qwen2, qwen3, mixtral,
+    qwen3_moe, deepseek_v2, deepseek_v3, opt, gemma, gemma2, gemma3_text, phi3 (Phi-3, Phi-4),
+    gpt2, gpt_oss, qwen2_moe, olmo2, starcoder2, cohere; and a multimodal wrapper whose
+    ``text_config`` is one of these (e.g. gemma3), read as its language model only.
 
     Raises:
-        ValueError: an unreadable file, an unsupported ``model_type``, a missing required
-            field (named), or a layout the cost model does not represent (e.g. Qwen3-MoE with
-            ``mlp_only_layers``), and any :class:`ModelConfig` check.
+        ValueError: an unreadable file, a directory without config.json, an unsupported
+            ``model_type``, a missing required field (named), or a layout the cost model does
+            not represent (e.g. Qwen3-MoE with ``mlp_only_layers``), and any
+            :class:`ModelConfig` check.
     """
-    c = _loaded(config)
+    c = _text_model(_loaded(_config_path(config)))
     mt = c.get("model_type")
     if not isinstance(mt, str) or mt not in FAMILIES:
-        raise ValueError(f"model_type {mt!r} is not supported; supported: {sorted(FAMILIES)}")
+        raise ValueError(f"model_type {mt!r} is not supported; supported: {sorted(FAMILIES)} "
+                         "(or a multimodal config whose text_config is one of them)")
+    c = {**_DEFAULTS.get(mt, {}), **c}
     kw = {k: c[k] for k in _COMMON if c.get(k) is not None}
     kw.update(FAMILIES[mt])
-    if mt == "opt":
-        kw["intermediate_size"] = _need(c, "ffn_dim", mt)
-        kw["tie_word_embeddings"] = c.get("tie_word_embeddings", True)
-        kw["attention_bias"] = kw["mlp_bias"] = c.get("enable_bias", True)
-        # do_layer_norm_before=False (post-norm, OPT-350M) has the same weights: same count
-        if c.get("word_embed_proj_dim", c.get("hidden_size")) != c.get("hidden_size"):
-            raise ValueError("OPT with word_embed_proj_dim != hidden_size (project_in/out, as "
-                             "OPT-350M) is not represented")
-    elif mt == "mixtral":
-        kw.update(num_experts=_need(c, "num_local_experts", mt),
-                  num_experts_per_tok=_need(c, "num_experts_per_tok", mt),
-                  moe_intermediate_size=_need(c, "intermediate_size", mt))
-    elif mt == "qwen3_moe":
-        if c.get("mlp_only_layers") or c.get("decoder_sparse_step", 1) != 1:
-            raise ValueError("Qwen3-MoE with mlp_only_layers or decoder_sparse_step != 1 is not "
-                             "represented (only all-MoE layer stacks)")
-        kw.update(num_experts=_need(c, "num_experts", mt),
-                  num_experts_per_tok=_need(c, "num_experts_per_tok", mt),
-                  moe_intermediate_size=_need(c, "moe_intermediate_size", mt))
-    elif mt == "deepseek_v3":
-        if c.get("moe_layer_freq", 1) != 1:
-            raise ValueError("DeepSeek-V3 with moe_layer_freq != 1 is not represented")
-        kw.update(num_experts=_need(c, "n_routed_experts", mt),
-                  num_experts_per_tok=_need(c, "num_experts_per_tok", mt),
-                  num_shared_experts=c.get("n_shared_experts") or 0,
-                  moe_intermediate_size=_need(c, "moe_intermediate_size", mt),
-                  first_k_dense_replace=c.get("first_k_dense_replace", 0),
-                  q_lora_rank=c.get("q_lora_rank"), kv_lora_rank=_need(c, "kv_lora_rank", mt),
-                  qk_rope_head_dim=_need(c, "qk_rope_head_dim", mt),
-                  qk_nope_head_dim=_need(c, "qk_nope_head_dim", mt),
-                  v_head_dim=_need(c, "v_head_dim", mt))
-        kw.pop("head_dim", None)
+    if mt in _FAMILY_FIELDS:
+        _FAMILY_FIELDS[mt](c, mt, kw)
     for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                 "intermediate_size"):
         if key not in kw:
             _need(c, key, mt)
     kw.update(_attention_windows(c, kw["num_hidden_layers"]))
     return ModelConfig(**kw, name=name or c.get("_name_or_path") or mt)
+
+
+def _opt(c: dict, mt: str, kw: dict) -> None:
+    kw["intermediate_size"] = _need(c, "ffn_dim", mt)
+    kw["tie_word_embeddings"] = c.get("tie_word_embeddings", True)
+    kw["attention_bias"] = kw["mlp_bias"] = c.get("enable_bias", True)
+    # do_layer_norm_before=False (post-norm, OPT-350M) has the same weights: same count
+    if c.get("word_embed_proj_dim", c.get("hidden_size")) != c.get("hidden_size"):
+        raise ValueError("OPT with word_embed_proj_dim != hidden_size (project_in/out, as "
+                         "OPT-350M) is not represented")
+
+
+def _gpt2(c: dict, mt: str, kw: dict) -> None:
+    # GPT2Config's own names; Conv1D c_attn holds q, k, v (and their biases) in one matrix
+    if c.get("add_cross_attention"):
+        raise ValueError("GPT-2 with add_cross_attention (an encoder-decoder's extra "
+                         "attention) is not represented")
+    d = _need(c, "n_embd", mt)
+    kw.update(hidden_size=d, num_hidden_layers=_need(c, "n_layer", mt),
+              num_attention_heads=_need(c, "n_head", mt),
+              intermediate_size=c.get("n_inner") or 4 * d,
+              max_position_embeddings=_need(c, "n_positions", mt))
+
+
+def _mixtral(c: dict, mt: str, kw: dict) -> None:
+    kw.update(num_experts=_need(c, "num_local_experts", mt),
+              num_experts_per_tok=_need(c, "num_experts_per_tok", mt),
+              moe_intermediate_size=_need(c, "intermediate_size", mt))
+
+
+def _qwen3_moe(c: dict, mt: str, kw: dict) -> None:
+    if c.get("mlp_only_layers") or c.get("decoder_sparse_step", 1) != 1:
+        raise ValueError(f"{mt} with mlp_only_layers or decoder_sparse_step != 1 is not "
+                         "represented (only all-MoE layer stacks)")
+    kw.update(num_experts=_need(c, "num_experts", mt),
+              num_experts_per_tok=_need(c, "num_experts_per_tok", mt),
+              moe_intermediate_size=_need(c, "moe_intermediate_size", mt))
+
+
+def _qwen2_moe(c: dict, mt: str, kw: dict) -> None:
+    # Qwen2MoeSparseMoeBlock: 60 routed experts and one shared expert of its own width,
+    # scaled by sigmoid(shared_expert_gate(x)), a D -> 1 projection
+    if c.get("use_sliding_window"):
+        raise ValueError("Qwen2-MoE with use_sliding_window=true is not represented")
+    _qwen3_moe(c, mt, kw)
+    kw["qkv_bias"] = c["qkv_bias"]
+    shared = _need(c, "shared_expert_intermediate_size", mt)
+    if shared:
+        kw.update(num_shared_experts=1, shared_expert_intermediate_size=shared,
+                  shared_expert_gate=True)
+
+
+def _gpt_oss(c: dict, mt: str, kw: dict) -> None:
+    # GptOssExperts: fused gate_up (E, D, 2F) and down (E, F, D) with their biases
+    kw.update(num_experts=_need(c, "num_local_experts", mt),
+              num_experts_per_tok=_need(c, "num_experts_per_tok", mt),
+              moe_intermediate_size=_need(c, "intermediate_size", mt))
+
+
+def _deepseek(c: dict, mt: str, kw: dict) -> None:
+    if c.get("moe_layer_freq", 1) != 1:
+        raise ValueError(f"{mt} with moe_layer_freq != 1 is not represented")
+    kw.update(num_experts=_need(c, "n_routed_experts", mt),
+              num_experts_per_tok=_need(c, "num_experts_per_tok", mt),
+              num_shared_experts=c.get("n_shared_experts") or 0,
+              moe_intermediate_size=_need(c, "moe_intermediate_size", mt),
+              first_k_dense_replace=c.get("first_k_dense_replace", 0),
+              q_lora_rank=c.get("q_lora_rank"), kv_lora_rank=_need(c, "kv_lora_rank", mt),
+              qk_rope_head_dim=_need(c, "qk_rope_head_dim", mt),
+              qk_nope_head_dim=_need(c, "qk_nope_head_dim", mt),
+              v_head_dim=_need(c, "v_head_dim", mt),
+              num_nextn_predict_layers=c.get("num_nextn_predict_layers") or 0)
+    kw.pop("head_dim", None)
+
+
+def _starcoder2(c: dict, mt: str, kw: dict) -> None:
+    kw["attention_bias"] = kw["mlp_bias"] = c["use_bias"]     # q, k, v, o, c_fc, c_proj
+
+
+def _cohere(c: dict, mt: str, kw: dict) -> None:
+    if c.get("use_qk_norm"):          # CohereLayerNorm((heads, head_dim)): a weight per channel
+        kw.update(qk_norm=True, qk_norm_width="projection")
+
+
+_FAMILY_FIELDS = {"opt": _opt, "gpt2": _gpt2, "mixtral": _mixtral, "qwen3_moe": _qwen3_moe,
+                  "qwen2_moe": _qwen2_moe, "gpt_oss": _gpt_oss, "deepseek_v2": _deepseek,
+                  "deepseek_v3": _deepseek, "starcoder2": _starcoder2, "cohere": _cohere}
 
 
 def _attention_windows(c: dict, layers: int) -> dict:

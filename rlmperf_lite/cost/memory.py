@@ -103,8 +103,8 @@ def _mlp_per_token(m: ModelConfig, vb: int, mlp_arrays: int | None) -> tuple:
     # down projection's input), 2 x 2f/h = 4f/h units, 16 at f = 4h (Table 2's 8 + 8). A fused
     # SwiGLU (Megatron-Core's bias_swiglu, Liger's) keeps the gate and up outputs, which it
     # reads, and their product silu(gate) * up, the down projection's input: 3 arrays,
-    # 6f/h. Unfused PyTorch also keeps silu(gate): pass mlp_arrays=4.
-    n = mlp_arrays or (3 if m.mlp == "swiglu" else 2)
+    # 6f/h (Gemma's GeGLU alike). Unfused PyTorch also keeps silu(gate): pass mlp_arrays=4.
+    n = mlp_arrays or m.mlp_matrices
     dense = n * vb * m.intermediate_size
     if not m.is_moe:
         return 0.0, dense
@@ -112,7 +112,7 @@ def _mlp_per_token(m: ModelConfig, vb: int, mlp_arrays: int | None) -> tuple:
     # assumed: balanced routing; each of a token's k routed copies keeps its dispatched input,
     # its expert's f-wide arrays and its output (the weighted combine's backward reads it);
     # shared experts read the MLP input, counted once; router scores 4 bytes per expert
-    moe = k * vb * (2 * D + n * fe) + m.num_shared_experts * n * vb * fe
+    moe = k * vb * (2 * D + n * fe) + m.num_shared_experts * n * vb * m.shared_expert_size
     L, Lm = m.num_hidden_layers, m.num_moe_layers
     return 4.0 * m.num_experts * Lm / L, (dense * (L - Lm) + moe * Lm) / L
 
@@ -122,10 +122,10 @@ def _layer_per_token(m: ModelConfig, s: int, recompute: str, attention: str, dro
     """(replicated over tp without SP, split by tp) bytes one layer keeps per token."""
     D, a = m.hidden_size, m.num_attention_heads
     stat_bytes = max(STAT_BYTES, vb)        # statistics in fp32, or wider if the values are
-    stat = stat_bytes * (2 if m.norm == "layernorm" else 1) if norm_stats else 0
+    stat = stat_bytes * (1 if m.norm == "rmsnorm" else 2) if norm_stats else 0     # + mean
     att_rep, att_split = _attention_per_token(m, vb, stat_bytes if norm_stats else 0)
     mlp_rep, mlp_split = _mlp_per_token(m, vb, mlp_arrays)
-    rep = (2 * (vb * D + stat)              # the two norms' inputs: 4 units
+    rep = (m.norms_per_layer * (vb * D + stat)      # the norms' inputs: 4 units for two
            + 2 * vb * D                     # the QKV and the MLP projections' inputs: 2 + 2
            + (2 * D if dropout else 0)      # dropout masks after attention and MLP: 1 + 1
            + att_rep + mlp_rep)

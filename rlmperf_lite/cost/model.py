@@ -2,12 +2,16 @@
 (book section :ref:`sec-model-params`).
 
 A :class:`ModelConfig` covers the decoder families the book uses: Llama / Mistral / Qwen2 / Qwen3
-(RoPE, RMSNorm, SwiGLU, grouped-query attention, with Qwen2's q/k/v biases and Qwen3's per-head
-q/k norms), their mixture-of-experts versions (Mixtral, Qwen3-MoE, DeepSeek-V3 with its shared
-experts, dense first layers and multi-head latent attention), and GPT/OPT-style models (learned
-positions, LayerNorm, biases everywhere, tied embeddings). Counts are of weights and biases as
-the Hugging Face modules hold them (no buffers such as RoPE's ``inv_freq``), so they equal the
-counts published for the checkpoints (tests: ``tests/test_cost_model.py``).
+/ Phi-3 (RoPE, RMSNorm, SwiGLU, grouped-query attention, with Qwen2's q/k/v biases and Qwen3's
+per-head q/k norms), Gemma (GeGLU; Gemma-2 and -3 with four norms per layer), OLMo-2 (q/k norms
+over the whole projection), Cohere (bias-free LayerNorm, one norm per parallel block),
+StarCoder2 and GPT-2 / OPT (LayerNorm, biases), their mixture-of-experts versions (Mixtral,
+Qwen3-MoE, Qwen2-MoE with its gated shared expert, gpt-oss with expert biases and attention
+sinks, DeepSeek-V2/V3 with shared experts, dense first layers, multi-head latent attention and
+V3's multi-token-prediction module). Counts are of weights and biases as the Hugging Face
+modules hold them (no buffers such as RoPE's ``inv_freq`` or GPT-2's stored causal masks), so
+they equal the counts published for the checkpoints (tests: ``tests/test_cost_model.py``;
+the counting conventions are in the API reference, book section :ref:`sec-model-params`).
 """
 from __future__ import annotations
 
@@ -19,6 +23,9 @@ __all__ = ["ModelConfig", "LAYER_TYPES"]
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
 """The attention types of Hugging Face's ``layer_types`` the cost models represent."""
+
+_GATED = ("swiglu", "geglu")            # MLPs of three matrices: gate, up, down
+_LAYERNORMS = ("layernorm", "layernorm_nobias")     # norms that subtract the mean
 
 
 @dataclass(frozen=True)
@@ -44,18 +51,22 @@ class ModelConfig:
     tie_word_embeddings: bool = False
     max_position_embeddings: int = 4096
     mlp: str = "swiglu"
-    """``"swiglu"`` (gate, up, down = 3 matrices) or ``"gelu"`` / ``"relu"`` (up, down = 2)."""
+    """``"swiglu"`` or ``"geglu"`` (gate, up, down = 3 matrices; GeGLU is Gemma's GELU-gated
+    form) or ``"gelu"`` / ``"relu"`` (up, down = 2)."""
     position: str = "rope"
     """``"rope"`` (no weights) or ``"learned"`` (a table of positions x hidden_size)."""
     norm: str = "rmsnorm"
-    """``"rmsnorm"`` (a weight) or ``"layernorm"`` (a weight and a bias)."""
+    """``"rmsnorm"`` (a weight), ``"layernorm"`` (a weight and a bias) or
+    ``"layernorm_nobias"`` (a LayerNorm with a weight only, Cohere's)."""
     attention_bias: bool = False
     """Biases on the q, k, v and output projections (Llama's ``attention_bias``, GPT, OPT)."""
     qkv_bias: bool = False
     """Biases on q, k, v only (the Qwen2 family, whose config.json does not say so)."""
     qk_norm: bool = False
-    """An RMSNorm of head_dim on queries and on keys in every layer (the Qwen3 family)."""
+    """A norm on queries and one on keys in every layer (Qwen3, Gemma-3, OLMo-2, Cohere's
+    ``use_qk_norm``), a weight each of ``qk_norm_width``."""
     mlp_bias: bool = False
+    """Biases on the MLP's matrices, and on every expert's in a MoE layer (gpt-oss)."""
     num_experts: int = 0
     """Routed experts per MoE layer; 0 = a dense model."""
     num_experts_per_tok: int = 0
@@ -83,6 +94,32 @@ class ModelConfig:
     layer_types: tuple | None = None
     """Per layer ``"sliding_attention"`` or ``"full_attention"`` (HF ``layer_types``); None
     = every layer slides when ``sliding_window`` is set (Mistral)."""
+    norms_per_layer: int = 2
+    """Hidden-size norms in each layer, 2 for Llama's two pre-norms (and OLMo-2's two
+    post-norms), 4 for Gemma-2 and -3 (a norm before and after both attention and MLP), 1 for
+    Cohere's parallel block, whose attention and MLP read one norm."""
+    qk_norm_width: str = "head_dim"
+    """The width of each q and k norm's weight (with ``qk_norm``), ``"head_dim"`` for one
+    weight shared by the heads (Qwen3, Gemma-3) or ``"projection"`` for the whole projection,
+    H x head_dim for q and KV x head_dim for k (OLMo-2; Cohere's per-head LayerNorm weights)."""
+    attention_sinks: bool = False
+    """A learned logit per query head in every layer that joins each softmax (gpt-oss's
+    ``sinks``); H parameters a layer, no FLOPs counted."""
+    shared_expert_intermediate_size: int | None = None
+    """Width of each shared expert when it differs from ``moe_intermediate_size`` (Qwen2-MoE
+    has one shared expert of 5632 beside 60 routed experts of 1408); None = the routed width."""
+    shared_expert_gate: bool = False
+    """A sigmoid gate on the shared expert's output, a D -> 1 projection in every MoE layer
+    (Qwen2-MoE's ``shared_expert_gate``)."""
+    num_nextn_predict_layers: int = 0
+    """Multi-token-prediction modules (DeepSeek-V3's ``num_nextn_predict_layers``, arXiv
+    2412.19437, section 2.2), each one more transformer block with its ``eh_proj`` (2 D -> D)
+    and three norms, sharing the embedding and the LM head. Not in :meth:`num_params` (see
+    :meth:`mtp_params`); transformers does not load them, inference does not run them."""
+    mtp_trained: bool = False
+    """Whether training runs the multi-token-prediction modules (DeepSeek-V3's pre-training
+    did); adds their FLOPs to :func:`rlmperf_lite.cost.train_flops`. Default False, as RL
+    post-training with a Hugging Face model (verl, OpenRLHF) drops them."""
 
     def __post_init__(self):
         for f in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -98,10 +135,11 @@ class ModelConfig:
         for f in ("tie_word_embeddings", "attention_bias", "qkv_bias", "qk_norm", "mlp_bias",
                   "router_bias"):
             check_bool(f"ModelConfig.{f}", getattr(self, f))
-        check_choice("ModelConfig.mlp", self.mlp, ("swiglu", "gelu", "relu"))
+        check_choice("ModelConfig.mlp", self.mlp, (*_GATED, "gelu", "relu"))
         check_choice("ModelConfig.position", self.position, ("rope", "learned"))
-        check_choice("ModelConfig.norm", self.norm, ("rmsnorm", "layernorm"))
+        check_choice("ModelConfig.norm", self.norm, ("rmsnorm", *_LAYERNORMS))
         self._check_layer_types()
+        self._check_family_fields()
         H, KV = self.num_attention_heads, self.kv_heads
         if H % KV:
             raise ValueError(f"ModelConfig.num_key_value_heads={KV} must divide "
@@ -148,6 +186,23 @@ class ModelConfig:
             raise ValueError("ModelConfig.layer_types has sliding_attention layers but "
                              "sliding_window is None")
 
+    def _check_family_fields(self) -> None:
+        """The fields that say what a family implies: kinds, counts, and MoE / MTP pairings."""
+        check_int("ModelConfig.norms_per_layer", self.norms_per_layer, 1)
+        check_int("ModelConfig.num_nextn_predict_layers", self.num_nextn_predict_layers, 0)
+        check_int("ModelConfig.shared_expert_intermediate_size",
+                  self.shared_expert_intermediate_size, 1, optional=True)
+        for f in ("attention_sinks", "shared_expert_gate", "mtp_trained"):
+            check_bool(f"ModelConfig.{f}", getattr(self, f))
+        check_choice("ModelConfig.qk_norm_width", self.qk_norm_width, ("head_dim", "projection"))
+        if (self.shared_expert_intermediate_size is not None or self.shared_expert_gate) \
+                and not (self.is_moe and self.num_shared_experts):
+            raise ValueError("ModelConfig: shared_expert_intermediate_size and "
+                             "shared_expert_gate need num_experts > 0 and num_shared_experts > 0")
+        if self.mtp_trained and not self.num_nextn_predict_layers:
+            raise ValueError("ModelConfig.mtp_trained needs num_nextn_predict_layers > 0 (the "
+                             "model has no multi-token-prediction module to train)")
+
     # -- derived shape -------------------------------------------------------------------------
     @property
     def layer_windows(self) -> tuple:
@@ -182,9 +237,24 @@ class ModelConfig:
     def num_moe_layers(self) -> int:
         return self.num_hidden_layers - self.first_k_dense_replace if self.is_moe else 0
 
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of D x F in one MLP, 3 when gated (SwiGLU, GeGLU), else 2."""
+        return 3 if self.mlp in _GATED else 2
+
+    @property
+    def shared_expert_size(self) -> int:
+        """Intermediate width of each shared expert (``shared_expert_intermediate_size``, else
+        ``moe_intermediate_size``); 0 for a dense model."""
+        return self.shared_expert_intermediate_size or self.moe_intermediate_size or 0
+
     # -- parameter counts ----------------------------------------------------------------------
     def _norm(self, n: int) -> int:
         return n * (2 if self.norm == "layernorm" else 1)
+
+    def norm_params(self) -> int:
+        """Parameters of one hidden-size norm, D (RMSNorm, bias-free LayerNorm) or 2 D."""
+        return self._norm(self.hidden_size)
 
     def attention_params(self) -> int:
         """Weights and biases of one layer's attention block (norm excluded)."""
@@ -201,41 +271,63 @@ class ModelConfig:
             n += H * hd + 2 * KV * hd
         if self.attention_bias:
             n += d
-        if self.qk_norm:
-            n += 2 * hd
+        if self.qk_norm:           # q and k norm weights (all four families: no bias)
+            n += 2 * hd if self.qk_norm_width == "head_dim" else (H + KV) * hd
+        if self.attention_sinks:
+            n += H
         return n
 
     def mlp_params(self, intermediate_size: int | None = None) -> int:
         """One MLP (a dense layer's, or one expert's with its intermediate size)."""
         d, f = self.hidden_size, intermediate_size or self.intermediate_size
-        mats = 3 if self.mlp == "swiglu" else 2
+        mats = self.mlp_matrices
         return mats * d * f + ((mats - 1) * f + d if self.mlp_bias else 0)
+
+    def _moe_params(self) -> dict:
+        """One MoE layer's router, routed experts and shared experts (with their gate)."""
+        d, E = self.hidden_size, self.num_experts
+        shared = self.num_shared_experts * self.mlp_params(self.shared_expert_size)
+        return {"router": d * E + (E if self.router_bias else 0),
+                "routed_experts": E * self.mlp_params(self.moe_intermediate_size),
+                "shared_experts": shared + (d if self.shared_expert_gate else 0)}
 
     def param_breakdown(self) -> dict:
         """Exact parameter count by component (all layers summed); values sum to
         :meth:`num_params`. Keys: embedding, position_embedding, attention, dense_mlp, router,
-        routed_experts, shared_experts, norms, lm_head."""
+        routed_experts, shared_experts, norms, lm_head (a tied head counted once, as the
+        embedding)."""
         d, L, V = self.hidden_size, self.num_hidden_layers, self.vocab_size
-        dense_layers = L - self.num_moe_layers
         moe = self.num_moe_layers
-        expert = self.mlp_params(self.moe_intermediate_size) if self.is_moe else 0
+        per_moe = self._moe_params() if self.is_moe else dict.fromkeys(
+            ("router", "routed_experts", "shared_experts"), 0)
         return {
             "embedding": V * d,
             "position_embedding": ((self.max_position_embeddings + self.position_offset) * d
                                    if self.position == "learned" else 0),
             "attention": L * self.attention_params(),
-            "dense_mlp": dense_layers * self.mlp_params(),
-            "router": moe * (d * self.num_experts + (self.num_experts if self.router_bias
-                                                     else 0)),
-            "routed_experts": moe * self.num_experts * expert,
-            "shared_experts": moe * self.num_shared_experts * expert,
-            "norms": self._norm(d) * (2 * L + 1),
+            "dense_mlp": (L - moe) * self.mlp_params(),
+            **{k: moe * v for k, v in per_moe.items()},
+            "norms": self.norm_params() * (self.norms_per_layer * L + 1),
             "lm_head": 0 if self.tie_word_embeddings else V * d,
         }
 
     def num_params(self) -> int:
-        """Exact number of weights and biases."""
+        """Exact number of weights and biases (the main model: multi-token-prediction modules
+        are :meth:`mtp_params`)."""
         return sum(self.param_breakdown().values())
+
+    def mtp_params(self) -> int:
+        """Weights of the ``num_nextn_predict_layers`` multi-token-prediction modules that the
+        main model does not share: per module one transformer block (a MoE block for a MoE
+        model), ``eh_proj`` (2 D x D) and the ``enorm``, ``hnorm`` and final norms; the
+        embedding and LM head are shared (DeepSeek-V3, arXiv 2412.19437, section 2.2). 0
+        without them."""
+        if not self.num_nextn_predict_layers:
+            return 0
+        d = self.hidden_size
+        mlp = sum(self._moe_params().values()) if self.is_moe else self.mlp_params()
+        block = self.attention_params() + mlp + self.norms_per_layer * self.norm_params()
+        return self.num_nextn_predict_layers * (block + 2 * d * d + 3 * self.norm_params())
 
     def num_active_params(self) -> int:
         """Parameters one token goes through: for MoE, ``num_experts_per_tok`` of the routed
@@ -261,8 +353,8 @@ class ModelConfig:
     # -- Hugging Face configs and presets (hf.py, presets.py) --------------------------
     @classmethod
     def from_hf_config(cls, config, *, name: str | None = None) -> ModelConfig:
-        """From a Hugging Face ``config.json`` (a dict, or a path to the file); see
-        :func:`rlmperf_lite.cost.from_hf_config`."""
+        """From a Hugging Face ``config.json`` (a dict, a path to the file, or a model
+        directory); see :func:`rlmperf_lite.cost.from_hf_config`."""
         from .hf import from_hf_config
         return from_hf_config(config, name=name)
 

@@ -115,9 +115,9 @@ def stage_param_arrays(m: ModelConfig, pp, first_layers, middle_layers, last_lay
     experts (every layer the same share). The first stage adds the embedding, the last the
     final norm and the LM head (a tied head's copy when pp > 1); pp = 1 holds everything."""
     b, L = m.param_breakdown(), m.num_hidden_layers
-    norm = b["norms"] / (2 * L + 1)                           # one norm's parameters
+    norm = m.norm_params()                                    # one norm's parameters
     per_layer = (b["attention"] + b["dense_mlp"] + b["router"] + b["shared_experts"]
-                 + 2 * L * norm) / L
+                 + b["norms"] - norm) / L
     emb = b["embedding"] + b["position_embedding"]
     head = b["lm_head"] or m.vocab_size * m.hidden_size       # a tied head's copy when pp > 1
     one = np.asarray(pp) == 1

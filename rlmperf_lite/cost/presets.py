@@ -2,9 +2,11 @@
 each with its sources, as small data files under ``rlmperf_lite/cost/data`` (book sections
 :ref:`sec-model-params` and :ref:`sec-roofline`).
 
-Model presets: the Llama, Qwen, Mistral/Mixtral, DeepSeek-V3 and OPT files hold the published
-``config.json`` fields, read through :func:`rlmperf_lite.cost.hf.from_hf_config`; the GPT family
-(Megatron-LM's Table 1 models and GPT-3 175B) is built from its papers' tables.
+Model presets: the Llama, Qwen (dense, Qwen3-MoE, Qwen1.5-MoE), Mistral/Mixtral, DeepSeek-V2/V3,
+Gemma 1/2/3, Phi-3/Phi-4, GPT-2, gpt-oss, OLMo-2, Cohere (Aya, Command-R) and OPT files hold the
+published ``config.json`` fields, read through :func:`rlmperf_lite.cost.hf.from_hf_config`,
+and the published parameter count with its source; the GPT family (Megatron-LM's Table 1 models
+and GPT-3 175B) is built from its papers' tables.
 """
 from __future__ import annotations
 

@@ -111,17 +111,16 @@ def num_weight_tensors(model: ModelConfig) -> int:
     if not isinstance(model, ModelConfig):
         raise ValueError(f"model must be a ModelConfig, got {type(model).__name__}")
     norm = 2 if model.norm == "layernorm" else 1
-    mats = 3 if model.mlp == "swiglu" else 2
-    mlp = mats * (2 if model.mlp_bias else 1)
+    mlp = model.mlp_matrices * (2 if model.mlp_bias else 1)
     if model.is_mla:         # q (or q_a, q_a_layernorm, q_b), kv_a, kv_a_layernorm, kv_b, o
         attn = (1 if model.q_lora_rank is None else 3) + 4
     else:
         attn = 4 + 3 * (model.qkv_bias or model.attention_bias) + model.attention_bias \
-            + 2 * model.qk_norm
+            + 2 * model.qk_norm + model.attention_sinks
     moe = 1 + model.router_bias + model.num_experts * mlp + (mlp if model.num_shared_experts
-                                                             else 0)
+                                                             else 0) + model.shared_expert_gate
     layers = model.num_hidden_layers
-    per_layer = 2 * norm + attn
+    per_layer = model.norms_per_layer * norm + attn
     body = layers * per_layer + (layers - model.num_moe_layers) * mlp + model.num_moe_layers * moe
     return (body + 1 + norm + (0 if model.tie_word_embeddings else 1)
             + (model.position == "learned"))

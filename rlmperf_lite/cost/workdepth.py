@@ -39,8 +39,8 @@ from .presets import resolve_model
 __all__ = ["PhaseRounds", "WorkDepth", "grpo_step_workdepth", "ppo_step_workdepth",
            "expected_max_length", "forward_depth", "rl_step_workdepth"]
 
-_ACT_DEPTH = {"relu": 1, "gelu": 7, "swiglu": 5}     # dependent elementwise rounds
-_MLP_MATS = {"relu": 2, "gelu": 2, "swiglu": 3}      # weight matrices of D x F in the MLP
+_ACT_DEPTH = {"relu": 1, "gelu": 7, "swiglu": 5, "geglu": 8}   # dependent elementwise rounds
+_MLP_MATS = {"relu": 2, "gelu": 2, "swiglu": 3, "geglu": 3}     # weight matrices of D x F
 _ADAMW_DEPTH = 8
 
 
@@ -193,7 +193,8 @@ def grpo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, vo
     Args:
         num_layers, hidden_size, num_heads, vocab_size, intermediate_size: L, D, H, V, F
             (F defaults to 4 D); H must divide D.
-        mlp: ``"relu"`` or ``"gelu"`` (two D x F matrices) or ``"swiglu"`` (three, Llama).
+        mlp: ``"relu"`` or ``"gelu"`` (two D x F matrices) or ``"swiglu"`` / ``"geglu"``
+            (three, Llama / Gemma).
         num_prompts, group_size, prompt_len, response_len: B, G, P, R (R tokens generated per
             completion: one from the prefill's logits, then R - 1 decode steps).
         kl_coef: > 0 adds the reference model's forward pass.
