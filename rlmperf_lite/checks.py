@@ -2,27 +2,53 @@
 argument (``label``, e.g. ``"GRPOConfig.lr"``) and says what is allowed."""
 from __future__ import annotations
 
+import difflib
 import math
 
 import numpy as np
 
-__all__ = ["check_int", "check_number", "check_choice", "check_real_array", "check_bool"]
+__all__ = ["check_int", "check_number", "check_choice", "check_real_array", "check_bool",
+           "check_efficiency", "MIN_EFFICIENCY", "did_you_mean"]
+
+INT64_MAX = 2**63 - 1
+MIN_EFFICIENCY = 1e-6
+"""The smallest efficiency (share of a peak) the calculators accept: below it a time says
+nothing about a real run (1e-300 of an H100's peak gives 1e300-second steps)."""
 
 
-def check_int(label: str, value, low: int = 1, *, optional: bool = False) -> None:
-    """An int (numpy ints too, bools not) >= ``low``; None allowed when ``optional``."""
+def check_int(label: str, value, low: int = 1, *, optional: bool = False,
+              high: int | None = None) -> None:
+    """An int (numpy ints too, bools not) >= ``low`` and <= ``high`` (default 2^63 - 1, the
+    largest int64, so that no argument overflows a numpy integer); None allowed when
+    ``optional``."""
     if optional and value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+    high = INT64_MAX if high is None else high
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low \
+            or value > high:
         none = "None or " if optional else ""
-        raise ValueError(f"{label} must be {none}an int >= {low}, got {value!r}")
+        above = not isinstance(value, bool) and isinstance(value, (int, np.integer)) \
+            and value > high
+        within = f"in [{low}, {high:,}]" if above else f">= {low}"
+        raise ValueError(f"{label} must be {none}an int {within}, got {_shown(value)}")
+
+
+def _shown(value) -> str:
+    """``repr(value)``, but an int of over 30 digits by its size (repr of one of over 4,300
+    digits raises)."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"an int of about 10^{int(math.log10(abs(value)))}"
+    return repr(value)
 
 
 def check_number(label: str, value, *, low=None, high=None, low_open: bool = False,
                  high_open: bool = False) -> None:
     """A finite real number within the bounds (closed unless ``*_open``)."""
     ok = not isinstance(value, bool) and isinstance(value, (int, float, np.floating, np.integer))
-    ok = ok and math.isfinite(value)
+    try:
+        ok = ok and math.isfinite(value)
+    except OverflowError:                           # an int too large for a float
+        ok = False
     if ok and low is not None:
         ok = value > low if low_open else value >= low
     if ok and high is not None:
@@ -31,13 +57,17 @@ def check_number(label: str, value, *, low=None, high=None, low_open: bool = Fal
         lo = "" if low is None else f"{'(' if low_open else '['}{low}, "
         hi = "" if high is None else f"{high}{')' if high_open else ']'}"
         where = f" in {lo or '(-inf, '}{hi or 'inf)'}" if (low, high) != (None, None) else ""
-        raise ValueError(f"{label} must be a finite number{where}, got {value!r}")
+        raise ValueError(f"{label} must be a finite number{where}, got {_shown(value)}")
 
 
 def check_choice(label: str, value, choices) -> None:
     """One of ``choices``."""
-    if value not in choices:
-        raise ValueError(f"{label} must be one of {tuple(choices)}, got {value!r}")
+    try:
+        ok = value in choices
+    except TypeError:                               # unhashable (a list) in a set or dict
+        ok = False
+    if not ok:
+        raise ValueError(f"{label} must be one of {tuple(choices)}, got {_shown(value)}")
 
 
 def check_real_array(label: str, value, *, max_ndim: int = 1, low=None, high=None) -> np.ndarray:
@@ -51,7 +81,7 @@ def check_real_array(label: str, value, *, max_ndim: int = 1, low=None, high=Non
         bad = True
     if bad or a.dtype.kind not in "iuf" or a.ndim > max_ndim or a.size == 0:
         shape = "a number" if max_ndim == 0 else f"a non-empty array of <= {max_ndim} dims"
-        raise ValueError(f"{label} must be {shape} of real numbers, got {value!r}")
+        raise ValueError(f"{label} must be {shape} of real numbers, got {_shown(value)}")
     a = a.astype(np.float64)
     if not np.all(np.isfinite(a)) or (low is not None and np.any(a < low)) or \
             (high is not None and np.any(a > high)):
@@ -63,3 +93,26 @@ def check_bool(label: str, value) -> None:
     """True or False (numpy bools too), not a string or a number that merely looks like one."""
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{label} must be True or False, got {value!r}")
+
+
+def check_efficiency(label: str, value) -> None:
+    """A share of a device's peak in [:data:`rlmperf_lite.checks.MIN_EFFICIENCY`, 1] (an MFU, a
+    share of the memory bandwidth or of a link's)."""
+    check_number(label, value, low=0, high=1, low_open=True)
+    if value < MIN_EFFICIENCY:
+        raise ValueError(f"{label}={value!r} is below {MIN_EFFICIENCY:g} of the peak, which no "
+                         f"real run is: use a realistic fraction (e.g. 0.3-1)")
+
+
+def did_you_mean(name, choices) -> str:
+    """`` (did you mean 'x'?)`` naming the up to three ``choices`` closest to ``name``
+    (case-insensitive, ``difflib.get_close_matches``), or "" when none is close: for the
+    "unknown name" errors of preset lookups."""
+    if not isinstance(name, str):
+        return ""
+    lower = {str(c).lower(): str(c) for c in choices}
+    close = [repr(lower[c]) for c in difflib.get_close_matches(name.lower(), list(lower), n=3)]
+    if not close:
+        return ""
+    listed = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
+    return f" (did you mean {listed}?)"

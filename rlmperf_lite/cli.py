@@ -12,15 +12,19 @@
 ``train --json`` prints one JSON object per step, then a summary object on the last line with
 ``final_reward_mean`` (batch mean reward of the last step), ``eval_accuracy`` (greedy decoding on
 the 1,000 held-out prompts), ``base_eval_accuracy`` (the warm-start model's) and ``wall_s``.
+Every ``--json`` line is strict JSON (no NaN or Infinity). Bad input is one line on stderr that
+names the flag as typed (``--gpus``, not the library's ``gpus``), and exit code 2.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from functools import partial
 
+from .checks import check_number
 from .nn import TinyLMConfig
 from .rl import GRPOConfig, PPOConfig, evaluate, train_grpo, train_ppo
 from .tasks import AdditionTask
@@ -48,12 +52,7 @@ def _train(args) -> int:
             print(json.dumps(row, allow_nan=False), flush=True)
 
     if args.runtime == "ray":
-        if args.algo == "ppo" or args.eval_every or args.stop_at_accuracy is not None:
-            raise ValueError("--runtime ray runs the GRPO family without --eval-every or "
-                             "--stop-at-accuracy; use --algo grpo, dr_grpo, rloo or reinforce_pp")
-        if args.ray_mode == "async" and args.staleness is None:
-            raise ValueError("--ray-mode async needs --staleness K (how many weight versions "
-                             "the rollout may run ahead, >= 0)")
+        _check_ray_flags(args)
         from .distributed import init_ray, mode_config, run_config, train_ray
         config = run_config(mode_config(config, args.ray_mode, staleness=args.staleness),
                             args.ray_mode)              # refused here, before Ray starts
@@ -86,6 +85,33 @@ def _train(args) -> int:
     return 0
 
 
+def _check_ray_flags(args) -> None:
+    """Every ``--runtime ray`` flag, checked before Ray starts (which takes seconds)."""
+    if args.algo == "dapo":
+        raise ValueError("--algo dapo resamples groups whose rewards are all equal (dynamic "
+                         "sampling), which --runtime ray does not run yet: use --runtime local "
+                         "for DAPO, or --algo grpo, dr_grpo, rloo or reinforce_pp on Ray")
+    if args.algo == "ppo" or args.eval_every or args.stop_at_accuracy is not None:
+        raise ValueError("--runtime ray runs the GRPO family without --eval-every or "
+                         "--stop-at-accuracy; use --algo grpo, dr_grpo, rloo or reinforce_pp")
+    if args.ray_mode == "async" and args.staleness is None:
+        raise ValueError("--ray-mode async needs --staleness K (how many weight versions "
+                         "the rollout may run ahead, >= 0)")
+    check_number("cpus_per_actor", args.cpus_per_actor, low=0)
+    if args.address is not None:
+        from .distributed.runtime import check_address
+        check_address(args.address)
+        return
+    from .distributed import local_num_cpus
+    # train_ray's actors (distributed.check_cpus counts them once Ray is up): one colocated
+    # worker, or a rollout worker, a reference and a learner
+    actors = 1 if args.ray_mode == "colocated" else 3
+    if args.cpus_per_actor * actors > local_num_cpus():
+        raise ValueError(f"--cpus-per-actor {args.cpus_per_actor:g} x {actors} actors needs "
+                         f"{args.cpus_per_actor * actors:g} CPUs, but the local Ray gets "
+                         f"{local_num_cpus()}: lower it (0 lets the actors share cores)")
+
+
 _TOY_FLAGS = ("num_layers", "hidden_size", "num_heads", "vocab_size", "intermediate_size",
               "mlp", "num_prompts", "processors", "attention")
 _STEP_FLAGS = ("hardware", "algo", "prompts", "gpus", "train_efficiency", "decode_efficiency")
@@ -103,9 +129,17 @@ def _step_inputs(args) -> dict:
     share (a preset name, a config.json path or a model directory for ``--model``)."""
     import os
 
-    from .cost import ModelConfig
-    model = (ModelConfig.from_hf_config(args.model) if os.path.sep in args.model
-             or args.model.endswith(".json") or os.path.isdir(args.model) else args.model)
+    from .cost import ModelConfig, hardware_preset, model_preset
+    path = (os.path.sep in args.model or args.model.endswith(".json")
+            or os.path.isdir(args.model))
+    try:                                            # the errors name the flag
+        model = ModelConfig.from_hf_config(args.model) if path else model_preset(args.model)
+    except ValueError as err:
+        raise ValueError(f"--model: {err}") from None
+    try:
+        hardware_preset(args.hardware)
+    except ValueError as err:
+        raise ValueError(f"--hardware: {err}") from None
     kwargs = {k: getattr(args, k) for k in ("prompts", "group_size", "prompt_len", "response_len",
                                             "gpus", "kl_coef", "train_efficiency",
                                             "decode_efficiency")}
@@ -163,6 +197,7 @@ def _workdepth(args) -> int:
                 "kl_coef": GRPOConfig().kl_coef, "group_size": GRPOConfig().group_size}
     kwargs = {f: defaults[f] if getattr(args, f) is None else getattr(args, f)
               for f in (*_TOY_FLAGS, "group_size", "prompt_len", "response_len", "kl_coef")}
+    _check_toy_step(kwargs, toy)
     result = grpo_step_workdepth(**kwargs)
     if args.json:
         print(json.dumps({"inputs": kwargs, **result.as_dict()}, allow_nan=False))
@@ -173,6 +208,19 @@ def _workdepth(args) -> int:
     print(f"{'total':<16}{result.work_flops:>16.4g}{result.depth_rounds:>16.4g}"
           f"{result.brent_rounds:>16.4g}")
     return 0
+
+
+def _check_toy_step(kwargs: dict, toy: TinyLMConfig) -> None:
+    """The toy model's own limits: its position table, and its GRPO trainer's group and batch."""
+    P, R = kwargs["prompt_len"], kwargs["response_len"]
+    if P + R > toy.max_seq_len:
+        raise ValueError(f"--prompt-len + --response-len = {P + R} exceeds the toy model's "
+                         f"{toy.max_seq_len} positions (TinyLMConfig.max_seq_len); shorten them, "
+                         "or give --model for a real model's step")
+    try:                                            # G >= 2 and B G <= 65,536 samples per step
+        GRPOConfig(num_prompts=kwargs["num_prompts"], group_size=kwargs["group_size"])
+    except ValueError as err:
+        raise ValueError(f"the toy model's GRPO step: {err}") from None
 
 
 def _estimate(args) -> int:
@@ -244,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rlmperf", description="The command line of the book RLM Performance Foundations.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     _train_parser(sub)
     wd = sub.add_parser(
@@ -371,7 +420,7 @@ def main(argv=None) -> int:
         sys.stdout.flush()
         return code
     except ValueError as err:                      # bad input: one clear line, exit code 2
-        print(f"rlmperf: error: {err}", file=sys.stderr)
+        print(f"rlmperf: error: {_as_flags(str(err), args)}", file=sys.stderr)
         return 2
     except BrokenPipeError:                        # e.g. `rlmperf train --json | head`
         sys.stderr.close()
@@ -383,6 +432,35 @@ def main(argv=None) -> int:
         print(f"rlmperf: error: cannot write the output ({err.strerror or err})",
               file=sys.stderr)
         return 1
+
+
+_CONFIG_PREFIX = r"(?:(?:AsyncGRPOConfig|GRPOConfig|PPOConfig|config)\.)?"
+_FLAG_OF = {"train": {"mode": "ray_mode"}}          # library argument -> dest, where they differ
+
+
+def _as_flags(message: str, args) -> str:
+    """``message`` on one line with the library's argument names written as the flags of the
+    command ``args`` ran: ``gpus=0`` -> ``--gpus=0``, ``GRPOConfig.num_prompts`` ->
+    ``--num-prompts``, ``mode`` -> ``--ray-mode``. A name without an underscore is taken for an
+    argument only before ``=``, ``*``, ``+`` or "must" (``prompts`` is also a word)."""
+    dests = set(vars(args)) - {"func", "command", "json"}
+    if args.command == "workdepth" and args.model is not None:
+        dests -= set(_TOY_FLAGS)                    # a real model's step has no toy flags
+    names = {d: d for d in dests} | _FLAG_OF.get(args.command, {})
+    for name in sorted(names, key=len, reverse=True):
+        plain = "" if "_" in name else r"(?=\s*(?:[=*+]|must\b))"
+        message = re.sub(rf"(?<![\w.-]){_CONFIG_PREFIX}{name}\b{plain}", _flag(names[name]),
+                         message)
+    return " ".join(message.split())
+
+
+def _version() -> str:
+    """The installed package's version (its metadata, from pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("rlmperf_lite")
+    except PackageNotFoundError:                    # a source tree that was never installed
+        return "(not installed)"
 
 
 def _drop_stdout() -> None:

@@ -173,3 +173,63 @@ def test_review_bad_inputs(tmp_path):
     for call, match in calls:
         with pytest.raises(ValueError, match=match):
             call()
+
+
+SMALL = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+             intermediate_size=128)
+
+
+@pytest.mark.parametrize("fields, match", [
+    ({"vocab_size": 10**30}, r"ModelConfig\.vocab_size must be an int in \[1, 1,000,000,000\], "
+                             r"got an int of about 10\^30"),
+    ({"num_hidden_layers": 10**20}, r"ModelConfig\.num_hidden_layers must be an int in "
+                                    r"\[1, 10,000\], got 100000000000000000000"),
+    ({"vocab_size": 10**5000}, r"got an int of about 10\^5000"),      # no 4,300-digit repr
+    ({"max_position_embeddings": 10**9}, r"ModelConfig\.max_position_embeddings must be an int "
+                                         r"in \[1, 100,000,000\]"),
+    ({"vocab_size": 10**9, "hidden_size": 10**9},
+     r"ModelConfig has 1e\+19 parameters, above the 1e\+15 this cost model accepts \(its "
+     r"attention: num_hidden_layers x hidden_size x num_attention_heads\)"),
+])
+def test_absurd_sizes_are_refused_naming_the_field(fields, match):
+    """Issue 18: a parameter count past 2^63 ended in an OverflowError deep in the roofline
+    (vocab 1e30, 1e20 layers, vocab 1e12 x hidden 1e9); each bound names its field."""
+    with pytest.raises(ValueError, match=match):
+        ModelConfig(**{**SMALL, **fields})
+
+
+def test_the_largest_published_models_are_far_inside_the_bounds():
+    """DeepSeek-V3 (6.7e11 parameters) and Megatron's 1T are over 1,000x below 1e15."""
+    for name in ("deepseek-v3", "megatron-1008b", "llama-3.1-405b"):
+        assert model_preset(name).num_params() < 1e15 / 900
+
+
+@pytest.mark.parametrize("raw, match", [
+    (b"[" * 100_000 + b"]" * 100_000, "nests arrays or objects too deeply to read"),
+    (json.dumps({"model_type": "llama"}).encode("utf-16"), r"is UTF-16 \(or UTF-32\) text; save "
+                                                          "it as UTF-8"),
+    (b'{"model_type": "llama", "_name_or_path": "caf\xe9"}',
+     r"is not UTF-8 text \(byte 45: invalid continuation byte\); save it as UTF-8"),
+    (b'{"model_type": "llama", "vocab_size": ' + b"9" * 5000 + b"}",
+     r"holds a number too long to read \(over 4,300 digits\); no config field is that large"),
+    (b'{"model_type": "llama",', "is not valid JSON: Expecting"),
+    (b'{"model_type": "mistral", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": '
+     b'100000000000000000000, "num_attention_heads": 2, "intermediate_size": 16, '
+     b'"sliding_window": 4, "sliding_window_pattern": 2}',
+     r"config\.json num_hidden_layers must be an int in \[1, 10,000\]"),   # before a 1e20 list
+])
+def test_a_bad_config_file_is_a_value_error_naming_the_file(tmp_path, raw, match):
+    """Issue 18: a 100,000-deep file raised RecursionError; a UTF-16 or Latin-1 file, the
+    codec's message; a 5,000-digit integer, Python's set_int_max_str_digits advice."""
+    path = tmp_path / "config.json"
+    path.write_bytes(raw)
+    with pytest.raises(ValueError, match=rf"^config file {str(path)!r}:? .*{match}"):
+        from_hf_config(str(path))
+
+
+def test_a_file_whose_fields_are_wrong_is_named_too(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", **SMALL, "num_attention_heads": 5}))
+    with pytest.raises(ValueError, match=rf"^config file {str(path)!r}: ModelConfig\."
+                                         r"num_attention_heads=5 must divide hidden_size=64"):
+        from_hf_config(str(path))

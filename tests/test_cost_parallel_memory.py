@@ -189,3 +189,19 @@ def test_missing_workload_and_bad_rollout_layouts_name_the_parameter():
         inference_memory_per_gpu(qwen7, tp=7)
     with pytest.raises(ValueError, match="kv_dtype_bytes"):
         inference_memory_per_gpu(qwen7, tp=4, kv_dtype_bytes=0)
+
+
+def test_seq_len_beyond_the_models_positions_is_refused_as_estimate_refuses_it():
+    """Issue 18: memory_per_gpu took a seq_len past max_position_embeddings, which
+    estimate_rl_step refused; both now ask ModelConfig.check_positions."""
+    from rlmperf_lite.cost import estimate_rl_step
+    llama2 = model_preset("llama-2-7b")                     # 4,096 positions
+    with pytest.raises(ValueError, match=r"^workload\.seq_len = 8192 exceeds Llama-2-7B's "
+                                         r"max_position_embeddings=4096$"):
+        memory_per_gpu(llama2, ParallelPlan(dp=8, microbatches=1), TrainWorkload(8, 8192))
+    with pytest.raises(ValueError, match=r"^prompt_len \+ response_len = 8192 exceeds "
+                                         r"Llama-2-7B's max_position_embeddings=4096$"):
+        estimate_rl_step(actor=llama2, hardware="h100", prompts=4, group_size=2,
+                         prompt_len=4096, response_len=4096, gpus=8)
+    ok = memory_per_gpu(llama2, ParallelPlan(dp=8, microbatches=1), TrainWorkload(8, 4096))
+    assert ok.total_bytes > 0

@@ -222,7 +222,7 @@ def test_cli_estimate_rollout_tp():
                                                            **ESTIMATE).time_s, rel=1e-12)
     bad = rlmperf("estimate", "--rollout-tp", "3")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    assert bad.stderr.startswith("rlmperf: error: rollout_tp=3 must be a power of two")
+    assert bad.stderr.startswith("rlmperf: error: --rollout-tp=3 must be a power of two")
 
 
 def test_framework_presets_take_the_engine_tp():

@@ -45,6 +45,7 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broa
 NVLINK_HOP_LATENCY_S = 3.4e-6
 #: ... and hwLat[NET][Ring][Simple] (InfiniBand or RoCE between nodes)
 NET_HOP_LATENCY_S = 14.0e-6
+_MAX = 1e30         # bytes or bytes/s: beyond any machine, and products of them stay finite
 
 
 def bus_factor(op: str, n):
@@ -74,7 +75,7 @@ def collective_time_s_array(op: str, size_bytes, n, bus_bandwidth_bytes_per_s, l
 
 def _check(op, size_bytes, n):
     check_choice("op", op, COLLECTIVES)
-    check_number("size_bytes", size_bytes, low=0)
+    check_number("size_bytes", size_bytes, low=0, high=_MAX)
     check_int("n", n, 1)
 
 
@@ -83,7 +84,7 @@ def collective_bytes_per_rank(op: str, size_bytes: float, n: int) -> float:
     all-reduce 2 (n - 1) / n x S, all-gather (n - 1) / n x S with S the gathered buffer.
 
     Raises:
-        ValueError: an unknown ``op``, a negative ``size_bytes``, ``n`` < 1.
+        ValueError: an unknown ``op``, a ``size_bytes`` negative or above 1e30, ``n`` < 1.
     """
     _check(op, size_bytes, n)
     return float(size_bytes) * bus_factor(op, n)
@@ -100,22 +101,31 @@ def collective_time_s(op: str, size_bytes: float, n: int, bus_bandwidth_bytes_pe
 
     Raises:
         ValueError: an unknown ``op``, a negative size or latency, ``n`` < 1, a non-positive
-            bandwidth.
+            bandwidth, a size or bandwidth above 1e30, or inputs whose time overflows to
+            infinity (naming all three).
     """
     _check(op, size_bytes, n)
-    check_number("bus_bandwidth_bytes_per_s", bus_bandwidth_bytes_per_s, low=0, low_open=True)
+    check_number("bus_bandwidth_bytes_per_s", bus_bandwidth_bytes_per_s, low=0, low_open=True,
+                 high=_MAX)
     check_number("latency_s", latency_s, low=0)
-    return float(collective_time_s_array(op, size_bytes, n, bus_bandwidth_bytes_per_s, latency_s))
+    with np.errstate(over="ignore"):
+        t = float(collective_time_s_array(op, size_bytes, n, bus_bandwidth_bytes_per_s, latency_s))
+    if not math.isfinite(t):
+        raise ValueError(f"size_bytes={size_bytes!r}, bus_bandwidth_bytes_per_s="
+                         f"{bus_bandwidth_bytes_per_s!r} and latency_s={latency_s!r} give an "
+                         f"infinite time: check their units (bytes, bytes/s, seconds)")
+    return t
 
 
 def bus_bandwidth(op: str, algorithm_bandwidth_bytes_per_s: float, n: int) -> float:
     """busbw = algbw x factor(op, n) (nccl-tests doc/PERFORMANCE.md); 0 for n = 1.
 
     Raises:
-        ValueError: an unknown ``op``, a negative bandwidth, ``n`` < 1.
+        ValueError: an unknown ``op``, a bandwidth negative or above 1e30, ``n`` < 1.
     """
     check_choice("op", op, COLLECTIVES)
-    check_number("algorithm_bandwidth_bytes_per_s", algorithm_bandwidth_bytes_per_s, low=0)
+    check_number("algorithm_bandwidth_bytes_per_s", algorithm_bandwidth_bytes_per_s, low=0,
+                 high=_MAX)
     check_int("n", n, 1)
     return float(algorithm_bandwidth_bytes_per_s) * bus_factor(op, n)
 
@@ -125,10 +135,10 @@ def algorithm_bandwidth(op: str, bus_bandwidth_bytes_per_s: float, n: int) -> fl
     data moves, the collective is free).
 
     Raises:
-        ValueError: an unknown ``op``, a negative bandwidth, ``n`` < 1.
+        ValueError: an unknown ``op``, a bandwidth negative or above 1e30, ``n`` < 1.
     """
     check_choice("op", op, COLLECTIVES)
-    check_number("bus_bandwidth_bytes_per_s", bus_bandwidth_bytes_per_s, low=0)
+    check_number("bus_bandwidth_bytes_per_s", bus_bandwidth_bytes_per_s, low=0, high=_MAX)
     check_int("n", n, 1)
     f = bus_factor(op, n)
     return math.inf if f == 0 else float(bus_bandwidth_bytes_per_s) / f

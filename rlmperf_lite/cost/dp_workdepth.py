@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..checks import check_choice, check_int, check_number
+from ..checks import check_choice, check_efficiency, check_int, check_number
 from .flops import ADAMW_FLOPS_PER_PARAM
 from .collective import collective_bytes_per_rank, collective_time_s
 from .flops import forward_flops
@@ -205,7 +205,7 @@ def _setup(model, hardware, dp, zero_stage, link, recompute, efficiency, latency
     check_choice("zero_stage", zero_stage, (0, 1, 2, 3))
     check_choice("link", link, DP_LINKS)
     check_choice("recompute", recompute, RECOMPUTE)
-    check_number("efficiency", efficiency, low=0, high=1, low_open=True)
+    check_efficiency("efficiency", efficiency)
     check_number("latency_s", latency_s, low=0)
     if link == "nvlink" and dp > hw.nvlink_domain:
         raise ValueError(f"link='nvlink' needs dp <= nvlink_domain_gpus={hw.nvlink_domain} (one "

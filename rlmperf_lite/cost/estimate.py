@@ -35,12 +35,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..checks import check_bool, check_choice, check_int, check_number, check_real_array
+from ..checks import (check_bool, check_choice, check_efficiency, check_int, check_number,
+                      check_real_array)
 from .flops import ADAMW_FLOPS_PER_PARAM, forward_flops, mtp_flops
 from .hardware import resolve_hardware
 from .memory import activation_bytes_per_layer, lm_head_activation_bytes, model_state_bytes
 from .phase import PhaseEstimate, PhaseSequence
-from .parallel_plan import ParallelPlan
+from .parallel_plan import MAX_GPUS, ParallelPlan
 from .rollout import check_rollout_tp, rollout_phases, weight_sync_s
 from .rollout import rollout_tp as smallest_rollout_tp
 from .weight_sync import SYNC_METHODS, weight_sync_time_s
@@ -99,13 +100,14 @@ class RLStepEstimate(PhaseSequence):
                            for p in self.phases]}
 
 
-_MAX_RESPONSE = 10**6
+MAX_RESPONSE_LEN = 10**6
+"""The longest response the calculators cost (a decode phase is walked step by step)."""
 
 
 def sample_lengths(response_len, n_seq: int) -> np.ndarray:
     """One response length per sample: an int for all, or n_seq evenly spaced quantiles of an
     empirical distribution (any 1-D array of lengths), longest last."""
-    r = check_real_array("response_len", response_len, low=1, high=_MAX_RESPONSE).reshape(-1)
+    r = check_real_array("response_len", response_len, low=1, high=MAX_RESPONSE_LEN).reshape(-1)
     if np.any(r != np.round(r)):
         raise ValueError(f"response_len must be whole numbers of tokens, got {response_len!r}")
     if r.size == 1:
@@ -140,7 +142,7 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
             ``rollout_tp_choices``; decode steps add their all-reduces (``decode_tp_comm``).
         weight_sync: "mechanism" (default) or "bandwidth" (module docstring).
     Returns :class:`RLStepEstimate`; raises ValueError naming any bad argument (sizes, lengths,
-    efficiencies outside (0, 1], ``gpus`` not a multiple of the rollout replica, ...).
+    efficiencies outside [1e-6, 1], ``gpus`` not a multiple of the rollout replica, ...).
     """
     check_choice("algo", algo, ALGOS)
     hw, actor = resolve_hardware(hardware), resolve_model(actor, "actor")
@@ -149,9 +151,7 @@ def estimate_rl_step(algo: str = "grpo", *, actor, hardware, prompts: int, group
                      critic, reference)
     R = sample_lengths(response_len, prompts * group_size)              # (B G,)
     T = prompt_len + R
-    if T.max() > actor.max_position_embeddings:
-        raise ValueError(f"prompt_len + response_len = {int(T.max())} exceeds the actor's "
-                         f"max_position_embeddings={actor.max_position_embeddings}")
+    actor.check_positions(T.max(), "prompt_len + response_len")
     models = _step_models(algo, actor, critic, reference, reward, kl_coef)
     tp = _replica_tp(actor, hw, gpus, rollout_tp)
     resident = sum(model_state_bytes(m.num_params(), trainable=k in ("actor", "critic"))
@@ -201,16 +201,16 @@ def _check_step_args(algo, prompts, group_size, prompt_len, gpus, ppo_epochs, kl
                      recompute_old_logprobs, dtype, train_efficiency, decode_efficiency,
                      critic, reference) -> None:
     """The scalar checks of :func:`estimate_rl_step` (ValueError naming the argument)."""
-    for label, v in (("prompts", prompts), ("prompt_len", prompt_len), ("gpus", gpus),
+    for label, v in (("prompts", prompts), ("prompt_len", prompt_len),
                      ("ppo_epochs", ppo_epochs)):
         check_int(label, v, 1)
+    check_int("gpus", gpus, 1, high=MAX_GPUS)
     check_int("group_size", group_size, 2 if algo in ("grpo", "dr_grpo", "dapo", "rloo") else 1)
     check_number("kl_coef", kl_coef, low=0)
     check_bool("recompute_old_logprobs", recompute_old_logprobs)
     check_choice("dtype", dtype, ("bf16", "fp16"))      # weights and KV are costed as 2 bytes
-    for label, v in (("train_efficiency", train_efficiency),
-                     ("decode_efficiency", decode_efficiency)):
-        check_number(label, v, low=0, high=1, low_open=True)
+    check_efficiency("train_efficiency", train_efficiency)
+    check_efficiency("decode_efficiency", decode_efficiency)
     if critic is not None and algo != "ppo":
         raise ValueError(f"critic applies to algo='ppo' only, not {algo!r}")
     if reference is not None and algo == "dapo":

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..checks import check_bool, check_real_array
-from .model import ModelConfig
+from .model import MAX_POSITIONS, ModelConfig
 
 __all__ = ["ADAMW_FLOPS_PER_PARAM", "matmul_weights_per_token", "forward_flops", "prefill_flops",
            "decode_flops", "train_flops", "mtp_flops", "causal_pairs", "attended_keys",
@@ -54,11 +54,8 @@ def check_model(model) -> ModelConfig:
     return model
 
 
-_MAX_LEN = 10**8                      # tokens per sequence: beyond any context window
-
-
 def _lengths(label: str, value, low: int = 1) -> np.ndarray:
-    a = check_real_array(label, value, low=low, high=_MAX_LEN).reshape(-1)
+    a = check_real_array(label, value, low=low, high=MAX_POSITIONS).reshape(-1)
     if np.any(a != np.round(a)):
         raise ValueError(f"{label} must be whole numbers of tokens, got {value!r}")
     return a
@@ -178,7 +175,11 @@ def forward_flops(model: ModelConfig, seq_lens, *, causal: bool = True,
 
 def prefill_flops(model: ModelConfig, prompt_lens, *, causal: bool = True) -> float:
     """FLOPs of prefilling prompts of the given lengths: a forward pass over each prompt that
-    fills the KV cache, with logits at the last position only (to sample the first token)."""
+    fills the KV cache, with logits at the last position only (to sample the first token).
+
+    Raises:
+        ValueError: as :func:`forward_flops`, naming ``prompt_lens``."""
+    _lengths("prompt_lens", prompt_lens)
     return forward_flops(model, prompt_lens, causal=causal, lm_head="last")
 
 

@@ -20,7 +20,7 @@ from importlib import resources
 
 import numpy as np
 
-from ..checks import check_int, check_number
+from ..checks import check_int, check_number, did_you_mean
 
 __all__ = ["HardwareSpec", "hardware_preset", "hardware_presets", "measure_cpu"]
 
@@ -108,7 +108,7 @@ class HardwareSpec:
         Raises:
             ValueError: the device has no figure for that dtype (e.g. fp8 on A100).
         """
-        if dtype not in self.peak_flops:
+        if not isinstance(dtype, str) or dtype not in self.peak_flops:
             raise ValueError(f"{self.name} has no peak for dtype {dtype!r}; it has "
                              f"{sorted(self.peak_flops)}")
         return float(self.peak_flops[dtype])
@@ -149,15 +149,17 @@ def hardware_preset(name: str) -> HardwareSpec:
     "a100-80gb", "nvl72" = "gb200" = "gb200-nvl72", a 72-GPU NVLink domain).
 
     Raises:
-        ValueError: an unknown name, listing the known ones.
+        ValueError: an unknown name, with the closest known ones ("did you mean") and the
+            list of all.
     """
     if not isinstance(name, str):
         raise ValueError(f"hardware preset name must be a string, got {name!r}")
     key = _ALIASES.get(name.lower(), name.lower())
     table = _table()
     if key not in table:
-        raise ValueError(f"unknown hardware preset {name!r}; known: {', '.join(sorted(table))} "
-                         f"(aliases: {', '.join(sorted(_ALIASES))})")
+        close = did_you_mean(name, [*table, *_ALIASES])
+        raise ValueError(f"unknown hardware preset {name!r}{close}; known: "
+                         f"{', '.join(sorted(table))} (aliases: {', '.join(sorted(_ALIASES))})")
     d = table[key]
     return HardwareSpec(name=d["name"], peak_flops=dict(d["peak_flops"]),
                         hbm_bytes=float(d["hbm_bytes"]),

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
-from .model import ModelConfig
+from ..checks import check_int
+from .model import MAX_LAYERS, ModelConfig
 
 __all__ = ["from_hf_config", "FAMILIES"]
 
@@ -78,15 +80,39 @@ def _load(config) -> dict:
         if not os.path.isfile(config):
             raise ValueError(f"config path {str(config)!r} is not a file; give a config.json "
                              "path or a dict")
-        try:
-            with open(config, encoding="utf-8") as fh:
-                return json.load(fh)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"config file {str(config)!r} is not valid JSON: {err}") from None
+        return _read_json(str(config))
     if not isinstance(config, dict):
         raise ValueError(f"config must be a dict or a path to config.json, got "
                          f"{type(config).__name__}")
     return config
+
+
+def _read_json(path: str):
+    """The JSON value in the file at ``path`` (UTF-8, as RFC 8259 requires), or a ValueError
+    naming the file and what is wrong with it."""
+    bad = f"config file {path!r}"
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as err:
+        raise ValueError(f"{bad} cannot be read ({err.strerror or err})") from None
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in raw[:4]:   # a UTF-16 BOM or NULs
+        raise ValueError(f"{bad} is UTF-16 (or UTF-32) text; save it as UTF-8, as Hugging Face "
+                         "does")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{bad} is not UTF-8 text (byte {err.start}: {err.reason}); save it as "
+                         "UTF-8") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{bad} is not valid JSON: {err}") from None
+    except RecursionError:
+        raise ValueError(f"{bad} nests arrays or objects too deeply to read; a config.json is "
+                         "a flat object of fields") from None
+    except ValueError:                              # int(): over sys.get_int_max_str_digits()
+        raise ValueError(f"{bad} holds a number too long to read (over "
+                         f"{sys.get_int_max_str_digits():,} digits); no config field is that "
+                         "large") from None
 
 
 def _loaded(config) -> dict:
@@ -143,9 +169,20 @@ def from_hf_config(config, *, name: str | None = None) -> ModelConfig:
         ValueError: an unreadable file, a directory without config.json, an unsupported
             ``model_type``, a missing required field (named), or a layout the cost model does
             not represent (e.g. Qwen3-MoE with ``mlp_only_layers``), and any
-            :class:`ModelConfig` check.
+            :class:`ModelConfig` check; from a file, each names the file.
     """
-    c = _text_model(_loaded(_config_path(config)))
+    path = _config_path(config)
+    c = _text_model(_loaded(path))
+    if isinstance(config, dict):
+        return _from_dict(c, name)
+    try:
+        return _from_dict(c, name)
+    except ValueError as err:
+        raise ValueError(f"config file {str(path)!r}: {err}") from None
+
+
+def _from_dict(c: dict, name: str | None) -> ModelConfig:
+    """The body of :func:`from_hf_config`, on a loaded config."""
     mt = c.get("model_type")
     if not isinstance(mt, str) or mt not in FAMILIES:
         raise ValueError(f"model_type {mt!r} is not supported; supported: {sorted(FAMILIES)} "
@@ -159,6 +196,8 @@ def from_hf_config(config, *, name: str | None = None) -> ModelConfig:
                 "intermediate_size"):
         if key not in kw:
             _need(c, key, mt)
+    # before a per-layer list of num_hidden_layers entries is built
+    check_int("config.json num_hidden_layers", kw["num_hidden_layers"], 1, high=MAX_LAYERS)
     kw.update(_attention_windows(c, kw["num_hidden_layers"]))
     return ModelConfig(**kw, name=name or c.get("_name_or_path") or mt)
 
@@ -260,7 +299,7 @@ def _attention_windows(c: dict, layers: int) -> dict:
     if window is None or c.get("use_sliding_window", True) is False:
         return {}
     if c.get("layer_types") is not None:
-        return {"sliding_window": window, "layer_types": tuple(c["layer_types"])}
+        return {"sliding_window": window, "layer_types": c["layer_types"]}   # checked there
     p = c.get("sliding_window_pattern")
     if p is not None:
         if not isinstance(p, int) or isinstance(p, bool) or p < 1:
@@ -270,6 +309,7 @@ def _attention_windows(c: dict, layers: int) -> dict:
         return {"sliding_window": window, "layer_types": tuple(types)}
     if "use_sliding_window" in c and c.get("max_window_layers") is not None:
         m = c["max_window_layers"]
+        check_int("config.json max_window_layers", m, 0)
         types = ["sliding_attention" if i >= m else "full_attention" for i in range(layers)]
         return {"sliding_window": window, "layer_types": tuple(types)}
     return {"sliding_window": window}

@@ -42,9 +42,9 @@
 """
 from __future__ import annotations
 
-from ..checks import check_bool, check_choice, check_int, check_number
+from ..checks import check_bool, check_choice, check_int, check_number, check_real_array
 from .flops import attended_keys
-from .model import ModelConfig
+from .model import MAX_PARAMS, MAX_POSITIONS, ModelConfig
 
 __all__ = ["BYTES_PER_PARAM_ADAM", "ATTENTION", "LOGITS", "model_state_bytes",
            "activation_bytes_per_layer", "lm_head_activation_bytes", "kv_cache_bytes_per_token",
@@ -68,9 +68,9 @@ def model_state_bytes(num_params: float, *, trainable: bool = True,
     ``weight_bytes`` per parameter when frozen (a reference model, an inference engine).
 
     Raises:
-        ValueError: negative ``num_params`` or a non-positive ``weight_bytes``.
+        ValueError: ``num_params`` negative or above 1e15, a non-positive ``weight_bytes``.
     """
-    check_number("num_params", num_params, low=0)
+    check_number("num_params", num_params, low=0, high=MAX_PARAMS)
     check_int("weight_bytes", weight_bytes, 1)
     return float(num_params) * (BYTES_PER_PARAM_ADAM if trainable else weight_bytes)
 
@@ -240,8 +240,12 @@ def kv_cache_bytes(model: ModelConfig, context, dtype_bytes: int = 2):
     windows.
 
     Raises:
-        ValueError: a non-ModelConfig model, a non-positive ``dtype_bytes``.
+        ValueError: a non-ModelConfig model, a non-positive ``dtype_bytes``, a ``context``
+            not of real numbers in [0, 1e8].
     """
+    c = check_real_array("context", context, max_ndim=2, low=0, high=MAX_POSITIONS)
+    if isinstance(context, (list, tuple)):          # an array, not a repeated list
+        context = c
     return kv_cache_bytes_per_token(model, dtype_bytes) * attended_keys(model, context)
 
 

@@ -26,6 +26,12 @@ LAYER_TYPES = ("full_attention", "sliding_attention")
 
 _GATED = ("swiglu", "geglu")            # MLPs of three matrices: gate, up, down
 _LAYERNORMS = ("layernorm", "layernorm_nobias")     # norms that subtract the mean
+# Bounds far above any published model (DeepSeek-V3: 6.7e11 parameters, 61 layers; Llama 4
+# Scout: 1e7 positions): parameter counts stay exact in float64 (< 2^53) and fit int64
+MAX_SIZE = 10**9                # any width or count
+MAX_POSITIONS = 10**8           # tokens per sequence (max_position_embeddings, sliding_window)
+MAX_LAYERS = 10**4              # per-layer tuples (layer_windows) stay small
+MAX_PARAMS = 10**15
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,9 @@ class ModelConfig:
 
     Raises (on construction):
         ValueError: naming a non-positive size, an unknown ``mlp``/``position``/``norm``, heads
-            that do not divide, or inconsistent MoE / MLA fields.
+            that do not divide, or inconsistent MoE / MLA fields; naming an absurd size: a
+            field above 1e9, positions or a window above 1e8, more than 1e4 layers, or more
+            than 1e15 parameters in all.
     """
 
     vocab_size: int
@@ -122,16 +130,20 @@ class ModelConfig:
     post-training with a Hugging Face model (verl, OpenRLHF) drops them."""
 
     def __post_init__(self):
-        for f in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                  "intermediate_size", "max_position_embeddings"):
-            check_int(f"ModelConfig.{f}", getattr(self, f), 1)
+        for f in ("vocab_size", "hidden_size", "num_attention_heads", "intermediate_size"):
+            check_int(f"ModelConfig.{f}", getattr(self, f), 1, high=MAX_SIZE)
+        check_int("ModelConfig.num_hidden_layers", self.num_hidden_layers, 1, high=MAX_LAYERS)
+        check_int("ModelConfig.max_position_embeddings", self.max_position_embeddings, 1,
+                  high=MAX_POSITIONS)
+        check_int("ModelConfig.sliding_window", self.sliding_window, 1, optional=True,
+                  high=MAX_POSITIONS)
         for f in ("num_key_value_heads", "head_dim", "moe_intermediate_size", "q_lora_rank",
-                  "kv_lora_rank", "sliding_window"):
-            check_int(f"ModelConfig.{f}", getattr(self, f), 1, optional=True)
+                  "kv_lora_rank"):
+            check_int(f"ModelConfig.{f}", getattr(self, f), 1, optional=True, high=MAX_SIZE)
         for f in ("num_experts", "num_experts_per_tok", "num_shared_experts",
                   "first_k_dense_replace", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
                   "position_offset"):
-            check_int(f"ModelConfig.{f}", getattr(self, f), 0)
+            check_int(f"ModelConfig.{f}", getattr(self, f), 0, high=MAX_SIZE)
         for f in ("tie_word_embeddings", "attention_bias", "qkv_bias", "qk_norm", "mlp_bias",
                   "router_bias"):
             check_bool(f"ModelConfig.{f}", getattr(self, f))
@@ -167,6 +179,32 @@ class ModelConfig:
                                 and self.v_head_dim):
             raise ValueError("ModelConfig: multi-head latent attention (kv_lora_rank) needs "
                              "qk_rope_head_dim, qk_nope_head_dim and v_head_dim > 0")
+        self._check_size()
+
+    def _check_size(self) -> None:
+        """At most 1e15 parameters, naming the fields of the largest component."""
+        b = self.param_breakdown()
+        if sum(b.values()) <= MAX_PARAMS:
+            return
+        part = max(b, key=b.get)
+        fields = {"embedding": "vocab_size x hidden_size", "lm_head": "vocab_size x hidden_size",
+                  "position_embedding": "max_position_embeddings x hidden_size",
+                  "attention": "num_hidden_layers x hidden_size x num_attention_heads",
+                  "dense_mlp": "num_hidden_layers x hidden_size x intermediate_size",
+                  "router": "num_experts x hidden_size",
+                  "routed_experts": "num_experts x moe_intermediate_size",
+                  "shared_experts": "num_shared_experts x moe_intermediate_size",
+                  "norms": "num_hidden_layers x hidden_size"}[part]
+        raise ValueError(f"ModelConfig has {sum(b.values()):.3g} parameters, above the "
+                         f"{MAX_PARAMS:.0e} this cost model accepts (its {part}: {fields}); "
+                         f"check those fields")
+
+    def check_positions(self, tokens: int, label: str = "seq_len") -> None:
+        """Refuse a sequence of ``tokens`` positions longer than ``max_position_embeddings``
+        (a ValueError naming ``label``), for every calculator that takes a length."""
+        if tokens > self.max_position_embeddings:
+            raise ValueError(f"{label} = {int(tokens)} exceeds {self.name}'s "
+                             f"max_position_embeddings={self.max_position_embeddings}")
 
     def _check_layer_types(self) -> None:
         """``layer_types`` as a tuple of one known type per layer, sliding ones with a window."""

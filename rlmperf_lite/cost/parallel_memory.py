@@ -237,7 +237,8 @@ def memory_per_gpu(model: ModelConfig, plan: ParallelPlan, workload: TrainWorklo
             time), as ``rlmperf_lite.cost.memory.lm_head_activation_bytes``.
     Raises:
         ValueError: a plan that breaks a rule of :meth:`ParallelPlan.check` (without the
-            NVLink-domain rule, which needs hardware), bad types, byte counts or options.
+            NVLink-domain rule, which needs hardware), bad types, byte counts or options, a
+            ``seq_len`` beyond the model's ``max_position_embeddings``.
     """
     if not isinstance(plan, ParallelPlan):
         raise ValueError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
@@ -251,6 +252,7 @@ def memory_per_gpu(model: ModelConfig, plan: ParallelPlan, workload: TrainWorklo
                      ("logits_chunk", logits_chunk)):
         check_int(label, v, 1)
     plan.validate(model, None, None, workload)
+    model.check_positions(workload.seq_len, "workload.seq_len")
     r = train_memory_arrays(model, plan_columns([plan]), workload, schedule, weight_bytes,
                              grad_bytes, optimizer_bytes_per_param, attention=attention,
                              logits=logits, logits_chunk=logits_chunk)
@@ -286,14 +288,14 @@ def inference_memory_per_gpu(model: ModelConfig, tp: int = 1, pp: int = 1, kv_to
 
     Raises:
         ValueError: tp or pp < 1, tp not dividing the attention heads, tp and the KV heads not
-            dividing one another, pp above the layers, a
-            negative ``kv_tokens``, byte counts or ``sequences`` < 1.
+            dividing one another, pp above the layers, ``kv_tokens`` negative or above 1e15,
+            byte counts or ``sequences`` < 1.
     """
     if not isinstance(model, ModelConfig):
         raise ValueError(f"model must be a ModelConfig, got {type(model).__name__}")
     check_int("tp", tp, 1)
     check_int("pp", pp, 1)
-    check_number("kv_tokens", kv_tokens, low=0)
+    check_number("kv_tokens", kv_tokens, low=0, high=1e15)       # 1e15 tokens: any cluster's
     check_int("weight_bytes", weight_bytes, 1)
     check_int("kv_dtype_bytes", kv_dtype_bytes, 1)
     check_int("sequences", sequences, 1)

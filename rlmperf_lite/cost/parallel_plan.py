@@ -46,12 +46,13 @@ import numpy as np
 from ..checks import check_bool, check_choice, check_int
 from .backends import DEFAULT_BACKEND, training_backend
 from .hardware import HardwareSpec
-from .model import ModelConfig
+from .model import MAX_POSITIONS, MAX_SIZE, ModelConfig
 
 __all__ = ["ParallelPlan", "TrainWorkload", "RECOMPUTE", "plan_columns", "plan_rules",
            "balanced_stage_layers", "stage_layer_arrays"]
 
 RECOMPUTE = ("none", "selective", "full")
+MAX_GPUS = 10**8                # a plan's GPUs: 100x the largest clusters
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class TrainWorkload:
         global_batch: B sequences per optimizer step.
         seq_len: T tokens per sequence.
         micro_batch_size: b sequences per microbatch on one data-parallel rank.
+    Raises (on construction):
+        ValueError: a size below 1, above 1e9, or a seq_len above 1e8.
     """
 
     global_batch: int
@@ -69,8 +72,9 @@ class TrainWorkload:
     micro_batch_size: int = 1
 
     def __post_init__(self):
-        for f in ("global_batch", "seq_len", "micro_batch_size"):
-            check_int(f"TrainWorkload.{f}", getattr(self, f), 1)
+        for f in ("global_batch", "micro_batch_size"):
+            check_int(f"TrainWorkload.{f}", getattr(self, f), 1, high=MAX_SIZE)
+        check_int("TrainWorkload.seq_len", self.seq_len, 1, high=MAX_POSITIONS)
 
     def microbatches_per_rank(self, dp: int) -> int:
         """m = B / (dp b), the micro-batches each data-parallel rank runs per step (at least 1;
@@ -102,8 +106,9 @@ class ParallelPlan:
         backend: the training library whose rules apply (``rlmperf_lite.cost.backends``),
             "megatron" (default), "deepspeed" or "fsdp2" / "torchtitan".
     Raises (on construction):
-        ValueError: a field of the wrong type or out of range (rules between fields and with a
-            model are :meth:`check`'s).
+        ValueError: a field of the wrong type or out of range (a size above 1e8, a plan of more
+            than 1e8 GPUs, more than 1e9 microbatches; rules between fields and with a model
+            are :meth:`check`'s).
     """
 
     dp: int = 1
@@ -121,8 +126,12 @@ class ParallelPlan:
     backend: str = DEFAULT_BACKEND
 
     def __post_init__(self):
-        for f in ("dp", "tp", "pp", "cp", "ep", "microbatches", "interleave"):
-            check_int(f"ParallelPlan.{f}", getattr(self, f), 1)
+        for f in ("dp", "tp", "pp", "cp", "ep", "interleave"):
+            check_int(f"ParallelPlan.{f}", getattr(self, f), 1, high=MAX_GPUS)
+        check_int("ParallelPlan.microbatches", self.microbatches, 1, high=MAX_SIZE)
+        if self.gpus > MAX_GPUS:                    # the rules' int64 products stay exact
+            raise ValueError(f"ParallelPlan spans dp*tp*pp*cp = {self.gpus:.3g} GPUs, above the "
+                             f"{MAX_GPUS:.0e} this cost model accepts: lower dp, tp, pp or cp")
         for f in ("first_stage_layers", "last_stage_layers"):
             check_int(f"ParallelPlan.{f}", getattr(self, f), 1, optional=True)
         check_bool("ParallelPlan.sp", self.sp)

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_choice, check_int, check_number
+from ..checks import check_choice, check_efficiency, check_int, check_number
 from .collective import bus_factor, collective_time_s_array
 from .flops import forward_flops, matmul_weights_per_token, train_flops
 from .hardware import HardwareSpec
@@ -283,8 +283,8 @@ def train_step_time(model: ModelConfig, hardware: HardwareSpec, plan: ParallelPl
             gradients and weights.
     Raises:
         ValueError: a plan breaking a rule of :meth:`ParallelPlan.check` (with the hardware's
-            NVLink domain), ``efficiency`` outside (0, 1], ``overlap`` outside [0, 1], a dtype the
-            hardware has no peak for, hardware without link bandwidths when gpus > 1.
+            NVLink domain), ``efficiency`` outside [1e-6, 1], ``overlap`` outside [0, 1], a
+            dtype the hardware has no peak for, hardware without link bandwidths when gpus > 1.
     """
     if not isinstance(plan, ParallelPlan):
         raise ValueError(f"plan must be a ParallelPlan, got {type(plan).__name__}")
@@ -294,7 +294,7 @@ def train_step_time(model: ModelConfig, hardware: HardwareSpec, plan: ParallelPl
     if not isinstance(workload, TrainWorkload):
         raise ValueError(f"workload must be a TrainWorkload, got {type(workload).__name__}")
     plan.validate(model, hardware, None, workload)
-    check_number("efficiency", efficiency, low=0, high=1, low_open=True)
+    check_efficiency("efficiency", efficiency)
     check_number("overlap", overlap, low=0, high=1)
     for label, x in (("activation_bytes", activation_bytes), ("grad_bytes", grad_bytes),
                      ("weight_bytes", weight_bytes)):

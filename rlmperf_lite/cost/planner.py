@@ -31,7 +31,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..checks import check_bool, check_choice, check_int, check_number
+from ..checks import check_bool, check_choice, check_efficiency, check_int, check_number
 from .backends import DEFAULT_BACKEND, training_backend
 from .hardware import HardwareSpec, resolve_hardware
 from .model import ModelConfig
@@ -271,7 +271,7 @@ def search_plans(model: ModelConfig, hardware: HardwareSpec, gpus: int,
         raise ValueError(f"workload must be a TrainWorkload, got {type(workload).__name__}")
     check_int("gpus", gpus, 1)
     _check_options(zero_stages, recompute, sp, interleave)
-    check_number("efficiency", efficiency, low=0, high=1, low_open=True)
+    check_efficiency("efficiency", efficiency)
     check_number("overlap", overlap, low=0, high=1)
     check_number("memory_fraction", memory_fraction, low=0, high=1, low_open=True)
     check_choice("schedule", schedule, SCHEDULES)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_choice, check_int, check_number
+from ..checks import check_choice, check_efficiency, check_int, check_number
 from ..parallel.expert import expert_load
 from ..parallel.schedules import SCHEDULES, make_schedule, schedule_timeline
 from .collective import NET_HOP_LATENCY_S, NVLINK_HOP_LATENCY_S, collective_time_s
@@ -139,14 +139,14 @@ def pipeline_workdepth_s(model, hardware="h100", *, pp: int, microbatches: int,
     Raises:
         ValueError: naming the argument: an unknown model, hardware, schedule or link,
             ``interleave`` > 1 without the interleaved schedule, sizes < 1, pp v not dividing
-            the layers, m not a multiple of pp when interleaved, ``efficiency`` outside (0, 1].
+            the layers, m not a multiple of pp when interleaved, ``efficiency`` outside [1e-6, 1].
     """
     m, hw = resolve_model(model, "model"), resolve_hardware(hardware)
     _check_pipeline(m, pp, microbatches, schedule, interleave)
     for label, x in (("seq_len", seq_len), ("micro_batch_size", micro_batch_size),
                      ("activation_bytes", activation_bytes)):
         check_int(label, x, 1)
-    check_number("efficiency", efficiency, low=0, high=1, low_open=True)
+    check_efficiency("efficiency", efficiency)
     bw, alpha = _link(hw, link, latency_s)
     lens = [seq_len] * micro_batch_size
     fwd = forward_flops(m, lens) / pp                               # one micro-batch, a stage
@@ -257,7 +257,7 @@ def moe_layer_workdepth_s(model, hardware="h100", *, ep: int, tokens_per_rank: i
         routing: instead, the (ep N, k) expert ids themselves (their ``expert_load``).
     Raises:
         ValueError: a dense model, ep not dividing E, both or bad ``expert_tokens`` /
-            ``routing``, sizes < 1, ``efficiency`` outside (0, 1].
+            ``routing``, sizes < 1, ``efficiency`` outside [1e-6, 1].
     """
     m, hw = resolve_model(model, "model"), resolve_hardware(hardware)
     if not m.is_moe:
@@ -266,7 +266,7 @@ def moe_layer_workdepth_s(model, hardware="h100", *, ep: int, tokens_per_rank: i
     check_int("ep", ep, 1)
     check_int("tokens_per_rank", tokens_per_rank, 1)
     check_int("activation_bytes", activation_bytes, 1)
-    check_number("efficiency", efficiency, low=0, high=1, low_open=True)
+    check_efficiency("efficiency", efficiency)
     E, k, D = m.num_experts, m.num_experts_per_tok, m.hidden_size
     if E % ep:
         raise ValueError(f"ep={ep} must divide the model's {E} experts")

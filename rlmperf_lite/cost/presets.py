@@ -14,6 +14,7 @@ import json
 from functools import lru_cache
 from importlib import resources
 
+from ..checks import did_you_mean
 from .hf import from_hf_config
 from .model import ModelConfig
 
@@ -57,14 +58,16 @@ def preset_record(name: str) -> dict:
     count when one exists, and the source of every value.
 
     Raises:
-        ValueError: an unknown name, listing the known ones.
+        ValueError: an unknown name, with the closest known ones ("did you mean") and the
+            list of all.
     """
     if not isinstance(name, str):
         raise ValueError(f"model preset name must be a string, got {name!r}")
     key = name.lower()
     recs = _records()
     if key not in recs:
-        raise ValueError(f"unknown model preset {name!r}; known: {', '.join(sorted(recs))}")
+        raise ValueError(f"unknown model preset {name!r}{did_you_mean(name, recs)}; known: "
+                         f"{', '.join(sorted(recs))}")
     return recs[key]
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..checks import check_choice, check_int, check_number
+from ..checks import check_choice, check_efficiency, check_int, check_number
 from ..cost.workdepth_s import per_version_depth
 from .collective import NVLINK_HOP_LATENCY_S, collective_bytes_per_rank
 from .dp_workdepth import dp_update_workdepth
@@ -362,7 +362,7 @@ def taxonomy_table(model="qwen2.5-7b", hardware="h100", *, degree: int = 4,
         resolve_hardware(hardware)
     check_choice("algo", algo, _ALGOS)
     check_choice("recompute", recompute, RECOMPUTE)
-    check_number("efficiency", efficiency, low=0, high=1, low_open=True)
+    check_efficiency("efficiency", efficiency)
     wl = TrainWorkload(global_batch, seq_len, micro_batch_size)
     _check(hw, degree, wl, rollout_gpus, scoring_gpus, gpus, staleness, kl_coef)
     if not mm.is_moe:

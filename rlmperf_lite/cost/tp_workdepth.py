@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..checks import check_choice, check_int, check_number
+from ..checks import check_choice, check_efficiency, check_int, check_number
 from .collective import NVLINK_HOP_LATENCY_S, collective_time_s
 from .flops import decode_flops, forward_flops, matmul_weights_per_token
 from .hardware import HardwareSpec, resolve_hardware
@@ -120,12 +120,12 @@ def tp_comm_compute_ratio(model, hardware, tp: int, seq_len: int, *, recompute="
     unless ``bandwidth_bytes_per_s`` is given (e.g. the network's, for TP across nodes).
 
     Raises:
-        ValueError: as :func:`tp_comm_constant`, tp < 1, efficiency outside (0, 1], a dtype
+        ValueError: as :func:`tp_comm_constant`, tp < 1, efficiency outside [1e-6, 1], a dtype
             the hardware lacks, no bandwidth.
     """
     hw = resolve_hardware(hardware)
     check_int("tp", tp, 1)
-    check_number("efficiency", efficiency, low=0, high=1, low_open=True)
+    check_efficiency("efficiency", efficiency)
     kappa = tp_comm_constant(model, seq_len, recompute=recompute,
                              activation_bytes=activation_bytes)
     bw = hw.tp_bandwidth(bandwidth_bytes_per_s)
@@ -164,7 +164,7 @@ def cp_overlap_min_chunk_tokens(model, hardware, *, bandwidth_bytes_per_s: float
         raise ValueError(f"{m.name} uses latent attention: its ring K/V is not its cache; "
                          f"choose a model without kv_lora_rank")
     check_number("bandwidth_bytes_per_s", bandwidth_bytes_per_s, low=0, low_open=True)
-    check_number("efficiency", efficiency, low=0, high=1, low_open=True)
+    check_efficiency("efficiency", efficiency)
     L = m.num_hidden_layers
     kv = kv_cache_bytes_per_token(m, activation_bytes) / L           # K and V, one token, layer
     s = 64                                                          # any length: a s^2 / s^2
@@ -259,8 +259,8 @@ def _decode_all_reduces_s(m, hw, tp, batch, A, latency_s):
 
 
 def _decode_rates(train_efficiency, decode_efficiency, dtype):
-    check_number("train_efficiency", train_efficiency, low=0, high=1, low_open=True)
-    check_number("decode_efficiency", decode_efficiency, low=0, high=1, low_open=True)
+    check_efficiency("train_efficiency", train_efficiency)
+    check_efficiency("decode_efficiency", decode_efficiency)
     return dict(train_efficiency=train_efficiency, decode_efficiency=decode_efficiency,
                 dtype=dtype)
 

@@ -40,7 +40,7 @@ from importlib import resources
 
 import numpy as np
 
-from ..checks import check_bool, check_choice, check_int, check_number
+from ..checks import check_bool, check_choice, check_efficiency, check_int, check_number
 from .collective import collective_time_s
 from .hardware import HardwareSpec, resolve_hardware
 from .memory import model_state_bytes
@@ -88,11 +88,11 @@ def _constants(overrides) -> dict:
             raise ValueError(f"constants must be a dict with keys among {sorted(c)}, got "
                              f"{overrides!r}")
         c.update(overrides)
-    # an efficiency in (0, 1], a positive bandwidth multiplier (the calibration probes with a
+    # an efficiency in [1e-6, 1], a positive bandwidth multiplier (the calibration probes with a
     # huge one to isolate the per-tensor costs), a bucket of at least one byte, seconds >= 0
     for k, v in c.items():
         if k == "host_link_efficiency":
-            check_number(f"constants[{k!r}]", v, low=0, high=1, low_open=True)
+            check_efficiency(f"constants[{k!r}]", v)
         elif k == "broadcast_bandwidth_share":
             check_number(f"constants[{k!r}]", v, low=0, low_open=True)
         elif k == "bucket_bytes":

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_int, check_number, check_real_array
-from .estimate import estimate_rl_step, sample_lengths
+from ..checks import check_choice, check_int, check_number, check_real_array
+from .estimate import MAX_RESPONSE_LEN, estimate_rl_step, sample_lengths
 from .flops import ADAMW_FLOPS_PER_PARAM
-from .model import ModelConfig
+from .model import MAX_LAYERS, MAX_PARAMS, MAX_POSITIONS, MAX_SIZE, ModelConfig
 from .phase import PhaseSequence
 from .presets import resolve_model
 
@@ -46,6 +46,17 @@ _ADAMW_DEPTH = 8
 
 def _lg(k: float) -> int:
     return math.ceil(math.log2(k)) if k > 1 else 0
+
+
+def _lg_sum(a: int, b: int) -> int:
+    """sum of _lg(n) for a <= n <= b, by runs: _lg(n) = k for 2^(k-1) < n <= 2^k."""
+    total, n = 0, max(a, 1)
+    while n <= b:
+        k = _lg(n)
+        top = min(b, 2 ** k)
+        total += k * (top - n + 1)
+        n = top + 1
+    return total
 
 
 def _d_mm(k: float) -> int:
@@ -101,8 +112,13 @@ class WorkDepth(PhaseSequence):
                 "phases": [p.as_dict() for p in self.phases]}
 
 
+# far above any real run, and below which every count stays finite (processors: any int64)
+_HIGH = {"num_layers": MAX_LAYERS, "prompt_len": MAX_POSITIONS, "response_len": MAX_RESPONSE_LEN,
+         "processors": None, "num_params": MAX_PARAMS}
+
+
 def _positive_int(name, value):
-    check_int(name, value, 1)
+    check_int(name, value, 1, high=_HIGH.get(name, MAX_SIZE))
 
 
 class ShapeCosts:
@@ -117,10 +133,8 @@ class ShapeCosts:
         _positive_int("intermediate_size", F)
         if hidden_size % num_heads:
             raise ValueError(f"num_heads={num_heads} must divide hidden_size={hidden_size}")
-        if mlp not in _MLP_MATS:
-            raise ValueError(f"mlp must be one of {sorted(_MLP_MATS)}, got {mlp!r}")
-        if attention not in ("causal", "dense"):
-            raise ValueError(f"attention must be 'causal' or 'dense', got {attention!r}")
+        check_choice("mlp", mlp, tuple(_MLP_MATS))
+        check_choice("attention", attention, ("causal", "dense"))
         self.L, self.D, self.H, self.V, self.F = num_layers, hidden_size, num_heads, vocab_size, F
         self.mlp, self.attention = mlp, attention
         D, L = hidden_size, num_layers
@@ -128,6 +142,10 @@ class ShapeCosts:
         self.lm_head = 2 * D * vocab_size
         self.value_head = 2 * D                        # the critic's (D, 1) head
         self.n_params = L * (4 * D * D + _MLP_MATS[mlp] * D * F) + 2 * vocab_size * D
+        if self.n_params > MAX_PARAMS:
+            raise ValueError(f"num_layers={L}, hidden_size={D}, intermediate_size={F} and "
+                             f"vocab_size={vocab_size} give {self.n_params:.3g} parameters, "
+                             f"above the {MAX_PARAMS:.0e} this cost model accepts")
         norm_d = _lg(D) + 5
         self._norm_d = norm_d
         self.sample_d = 2 * _lg(vocab_size) + 3      # log-softmax / pick over V
@@ -162,8 +180,13 @@ class ShapeCosts:
         """Phases prefill and decode for n_prompts x group_size sequences."""
         n_seq = n_prompts * group_size
         n_prefill = n_prompts if share_prefill else n_seq
-        decode_w = sum(n_seq * self.token_flops(P + j) for j in range(1, R))
-        decode_d = R * self.sample_d + sum(self.fwd_depth(P + j) for j in range(1, R))
+        # sums over the decode steps j = 1 .. R - 1 (context P + j) in closed form, exact ints:
+        # token_flops is linear in the context, fwd_depth(n) = fwd_depth(1) + 3 L lg(n)
+        steps = R - 1
+        decode_w = n_seq * (steps * (self.dense_per_tok + self.lm_head)
+                            + self.L * 4 * self.D * (steps * P + steps * (steps + 1) // 2))
+        decode_d = (R * self.sample_d + steps * self.fwd_depth(1)
+                    + 3 * self.L * _lg_sum(P + 1, P + steps))
         return [("prefill", n_prefill * self.seq_flops(P, 1), self.fwd_depth(P)),
                 ("decode", float(decode_w), float(decode_d))]
 
@@ -174,8 +197,7 @@ def _check_step(**sizes):
 
 
 def _check_kl(kl_coef):
-    if isinstance(kl_coef, bool) or not isinstance(kl_coef, (int, float)) or not kl_coef >= 0:
-        raise ValueError(f"kl_coef must be >= 0, got {kl_coef!r}")
+    check_number("kl_coef", kl_coef, low=0)
 
 
 def _result(phases, processors):
@@ -210,8 +232,9 @@ def grpo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, vo
         :class:`WorkDepth` with phases prefill, decode, [reference], reward, advantages,
         train_forward, train_backward, optimizer.
     Raises:
-        ValueError: naming a non-positive size, an unknown ``mlp`` or ``attention``, or a
-            negative ``kl_coef``.
+        ValueError: naming a non-positive size, an unknown ``mlp`` or ``attention``, a
+            negative ``kl_coef``, or an absurd size: over 1e9 (1e4 layers, 1e8 prompt and
+            1e6 response tokens, 2^63 - 1 processors), or a shape of over 1e15 parameters.
     """
     m = ShapeCosts(num_layers, hidden_size, num_heads, vocab_size, intermediate_size, mlp,
                    attention)
@@ -260,6 +283,8 @@ def ppo_step_workdepth(*, num_layers: int, hidden_size: int, num_heads: int, voc
                    attention)
     _check_step(num_prompts=num_prompts, prompt_len=prompt_len, response_len=response_len,
                 processors=processors, ppo_epochs=ppo_epochs, num_minibatches=num_minibatches)
+    if num_params is not None:
+        _positive_int("num_params", num_params)
     _check_kl(kl_coef)
     if num_minibatches > num_prompts:
         raise ValueError(f"num_minibatches={num_minibatches} exceeds num_prompts={num_prompts}")

@@ -353,15 +353,14 @@ def _median(log: RunLog, name: str, used) -> float | None:
 def _lengths(log: RunLog, used, prompt_len, response_len, inferred: dict) -> tuple:
     """(P, R) from the arguments, else the logged means; ValueError naming the missing one."""
     out = []
-    for name, given, flag in (("prompt_len", prompt_len, "--prompt-len"),
-                              ("response_len", response_len, "--response-len")):
+    for name, given in (("prompt_len", prompt_len), ("response_len", response_len)):
         if given is None:
             given = _median(log, name, used)
             metric = RUN_FORMATS[log.format]["workload"].get(name)
             if given is None:
                 raise ValueError(f"{name}: {log.path} logs no {name.replace('_', ' ')} "
                                  f"({metric or 'the ' + log.format + ' console prints none'}): "
-                                 f"pass {name} ({flag})")
+                                 f"pass {name}")
             inferred[name] = f"{metric} (median {given:g})"
             given = max(1, int(round(given)))
         check_int(name, given, 1)
@@ -389,8 +388,7 @@ def _batch(log: RunLog, used, P: int, R: int, prompts, group_size, inferred, not
     if prompts is None and group_size is None:
         raise ValueError(f"group_size: {log.path} logs the tokens per step ({metric}) but not "
                          f"how they split into prompts x group size: pass group_size "
-                         f"(--group-size; verl's actor_rollout_ref.rollout.n) or prompts "
-                         f"(--prompts)")
+                         f"(verl's actor_rollout_ref.rollout.n) or prompts")
     if group_size is not None:
         check_int("group_size", group_size, 1)
         prompts = max(1, round(samples / group_size))
@@ -465,7 +463,7 @@ def compare_run(log, *, model, hardware, gpus: int, format: str | None = None,
 
     Raises:
         ValueError: from :func:`read_run_log`; naming ``warmup_steps`` when it leaves no step,
-            an input the log does not give (with its flag), or a bad argument (from the cost
+            an input the log does not give (named), or a bad argument (from the cost
             models and the simulator too).
     """
     run = log if isinstance(log, RunLog) else read_run_log(log, format)
@@ -474,7 +472,7 @@ def compare_run(log, *, model, hardware, gpus: int, format: str | None = None,
     check_number("length_sigma", length_sigma, low=0, high=4)
     if warmup_steps >= len(run.steps):
         raise ValueError(f"warmup_steps={warmup_steps} leaves none of the {len(run.steps)} "
-                         f"steps of {run.path}: pass a smaller warmup_steps (--warmup-steps)")
+                         f"steps of {run.path}: pass a smaller warmup_steps")
     used = range(warmup_steps, len(run.steps))
     inferred, not_inferred, notes = {}, [], []
     P, R = _lengths(run, used, prompt_len, response_len, inferred)
