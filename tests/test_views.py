@@ -52,13 +52,15 @@ def test_variant_cost_widget_tables_every_variant_and_shows_errors():
 def test_sweep_charts_carry_the_runs_values():
     from rlmperf_lite.rl import SweepRun
     from rlmperf_lite.book import sweep_curves_chart, sweep_spread_chart
-    h = ({"step": 0, "resample_rounds": 0, "step_s": 1.0, "eval_accuracy": 0.95},)
+    h = ({"step": 0, "resample_rounds": 0, "step_s": 1.0, "decode_flops": 5.0,
+          "eval_accuracy": 0.95},)
     runs = [SweepRun("grpo", 0, 8, 0.9, h), SweepRun("grpo", 1, 8, 0.9, h[:0])]
     curve = sweep_curves_chart(runs).to_dict()["data"]["values"]
     assert curve == [{"step": 1, "samples": 8, "train_s": 1.0, "eval_accuracy": 0.95,
                       "variant": "grpo", "seed": "0"}]
     spread = sweep_spread_chart(runs).to_dict()["data"]["values"]
-    assert sorted(r["value"] for r in spread) == [1.0, 8]     # seed 1 never reached: left out
+    assert sorted(r["value"] for r in spread) == [5.0, 8]     # seed 1 never reached: left out
+    assert {r["measure"] for r in spread} == {"completions generated", "FLOPs counted"}
     for call in (lambda: sweep_curves_chart([]), lambda: sweep_spread_chart([]),
                  lambda: sweep_curves_chart(runs, x="steps")):
         with pytest.raises(ValueError, match="runs is empty|x must be one of"):

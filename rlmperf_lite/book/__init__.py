@@ -14,7 +14,7 @@ Calculators of every chapter are imported from their module, e.g.
 ``from rlmperf_lite.book.ch08_workdepth import tp_workdepth_widget``.
 """
 from .charts import (learning_curve_chart, lines_chart, metrics_chart, phase_time_chart,
-                     sweep_curves_chart, sweep_spread_chart, workdepth_chart)
+                     reached_costs, sweep_curves_chart, sweep_spread_chart, workdepth_chart)
 from .cost_views import (brent_chart, estimate_table_html, estimate_widget, memory_chart,
                          phase_share_chart, rl_workdepth_widget, roofline_chart,
                          step_time_chart)
@@ -46,7 +46,8 @@ from .ch06_workdepth import (PROFILE_OPTIONS, profile_workdepth_calculator,
                              profile_workdepth_static, profile_workdepth_widget)
 
 __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdepth_chart",
-           "workdepth_widget", "sweep_curves_chart", "sweep_spread_chart", "lines_chart",
+           "workdepth_widget", "sweep_curves_chart", "sweep_spread_chart", "reached_costs",
+           "lines_chart",
            "variant_cost_html", "variant_cost_widget", "roofline_chart", "phase_share_chart",
            "memory_chart", "estimate_table_html", "estimate_widget", "brent_chart",
            "rl_workdepth_widget", "step_time_chart", "estimate_grid",

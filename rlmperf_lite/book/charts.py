@@ -175,15 +175,33 @@ def sweep_curves_chart(runs: list, *, x: str = "samples",
         title=title)
 
 
+def reached_costs(runs: list) -> list[dict]:
+    """``runs``: :class:`rlmperf_lite.rl.SweepRun` list. One dict per run that reached its
+    target (the others are left out): ``variant``, ``seed``, ``step`` and ``samples`` (completions
+    generated, resampled ones included) at the evaluation that reached it, and ``flops``, every
+    FLOP the toy model counted in those steps (each history row's ``*_flops``: rollout with its
+    resampling rounds, reference pass, update). Unlike the seconds, steps and FLOPs do not depend
+    on what else the machine ran while the sweep's processes shared its cores."""
+    rows = []
+    for r in runs:
+        if (p := r.reached) is None:
+            continue
+        flops = sum(v for h in r.history[:p["step"]] for k, v in h.items() if k.endswith("_flops"))
+        rows.append({"variant": r.variant, "seed": r.seed, "step": p["step"],
+                     "samples": p["samples"], "flops": float(flops)})
+    return rows
+
+
 def sweep_spread_chart(runs: list, *,
                        title: str = "Cost of reaching the target: each seed, mean and range"):
-    """Per variant, the samples and the training seconds each seed needed to reach the target
-    (points), their mean (tick) and min-max range (rule). Runs that missed it are left out."""
+    """Per variant, the completions generated and the FLOPs counted (:func:`reached_costs`)
+    until each seed reached the target (points), their mean (tick) and min-max range (rule).
+    Runs that missed it are left out."""
     if not runs:
         raise ValueError("runs is empty: pass the list run_sweep returned")
-    rows = [{"variant": r.variant, "seed": str(r.seed), "measure": m, "value": p[k]}
-            for r in runs if (p := r.reached)
-            for m, k in (("completions generated", "samples"), ("training seconds", "train_s"))]
+    rows = [{"variant": c["variant"], "seed": str(c["seed"]), "measure": m, "value": c[k]}
+            for c in reached_costs(runs)
+            for m, k in (("completions generated", "samples"), ("FLOPs counted", "flops"))]
     order = list(dict.fromkeys(r.variant for r in runs))
     y = alt.Y("variant:N", sort=order, title=None)
     base = alt.Chart()

@@ -21,6 +21,7 @@ from .workdepth_s import (H100_CLOCK_HZ, PhaseWorkDepth, StepTotals, StepWorkDep
                           rl_step_workdepth_s)
 from .variants import (RESAMPLED_PHASES, VARIANT_KL, VariantCost, VariantWorkDepth,
                        compare_variants, dynamic_sampling_rounds, informative_fraction,
+                       informative_fraction_beta,
                        variant_step_cost, variant_step_workdepth_s)
 from .profiles import (LOOP_PHASES, MeasuredPhase, MeasuredProfile, cpu_as_fp32_device,
                        generation_share, measured_profile, profile_step_workdepth_s,
@@ -70,7 +71,8 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "variant_step_workdepth_s", "VariantWorkDepth", "RESAMPLED_PHASES",
            "PhaseRounds", "WorkDepth", "grpo_step_workdepth", "ppo_step_workdepth",
            "per_version_depth", "VARIANT_KL", "VariantCost", "compare_variants",
-           "dynamic_sampling_rounds", "informative_fraction", "variant_step_cost",
+           "dynamic_sampling_rounds", "informative_fraction", "informative_fraction_beta",
+           "variant_step_cost",
            "profile_step_workdepth_s", "generation_share", "cpu_as_fp32_device",
            "toy_step_kwargs", "measured_profile", "MeasuredProfile", "MeasuredPhase",
            "LOOP_PHASES", "ToyOpCosts", "ToyStepWorkDepth", "best_of_s", "measure_toy_op_costs",

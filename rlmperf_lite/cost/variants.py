@@ -27,8 +27,9 @@ from .workdepth import ShapeCosts, WorkDepth, grpo_step_workdepth, ppo_step_work
 from .workdepth_s import StepWorkDepth, rl_step_workdepth_s
 
 __all__ = ["BYTES_PER_TRAINABLE_PARAM", "BYTES_PER_FROZEN_PARAM", "informative_fraction",
-           "dynamic_sampling_rounds", "VariantCost", "variant_step_cost", "VARIANT_KL",
-           "compare_variants", "RESAMPLED_PHASES", "VariantWorkDepth", "variant_step_workdepth_s"]
+           "informative_fraction_beta", "dynamic_sampling_rounds", "VariantCost",
+           "variant_step_cost", "VARIANT_KL", "compare_variants", "RESAMPLED_PHASES",
+           "VariantWorkDepth", "variant_step_workdepth_s"]
 
 BYTES_PER_TRAINABLE_PARAM = BYTES_PER_PARAM_ADAM      # ZeRO Fig. 1, mixed-precision Adam
 BYTES_PER_FROZEN_PARAM = 2                            # bf16 weights
@@ -58,6 +59,25 @@ def informative_fraction(pass_rates, group_size: int) -> float:
     return float(np.mean(1 - q ** group_size - (1 - q) ** group_size))
 
 
+def informative_fraction_beta(alpha: float, beta: float, group_size: int) -> float:
+    """Expected share of informative groups when each prompt's pass rate q ~ Beta(alpha, beta),
+    exactly from the Beta moments: E[q^G] = prod_{j<G} (alpha + j) / (alpha + beta + j), and
+    E[(1 - q)^G] likewise with beta. Below :func:`informative_fraction` at the mean
+    alpha / (alpha + beta), as 1 - q^G - (1 - q)^G is concave (Jensen; book section
+    sec-variant-costs). For a sample of pass rates, use :func:`informative_fraction` on it.
+
+    Raises:
+        ValueError: naming ``alpha`` or ``beta`` (not > 0) or ``group_size`` (not an int >= 1).
+    """
+    check_number("alpha", alpha, low=0, low_open=True)
+    check_number("beta", beta, low=0, low_open=True)
+    check_int("group_size", group_size, 1)
+    j = np.arange(group_size, dtype=np.float64)
+    all_right = np.prod((alpha + j) / (alpha + beta + j))      # E[q^G]
+    all_wrong = np.prod((beta + j) / (alpha + beta + j))       # E[(1 - q)^G]
+    return float(max(0.0, 1.0 - all_right - all_wrong))
+
+
 _EXACT_MAX_PROMPTS = 4096      # above: normal approximation of the binomial
 _MAX_ROUNDS = 10_000
 
@@ -85,8 +105,11 @@ def dynamic_sampling_rounds(informative_frac: float, num_prompts: int,
 
     Each round samples ``num_prompts`` (B) groups, each informative with probability f
     independently, and keeps the informative ones; sampling stops once B are kept or after
-    K = ``max_resample_rounds`` extra rounds. After k rounds the kept count is Binomial(k B, f),
-    so
+    K = ``max_resample_rounds`` extra rounds. With fresh prompts every round, f is the mean over
+    the prompt set of 1 - q^G - (1 - q)^G, which is below its value at the mean pass rate when
+    pass rates vary (:func:`informative_fraction` of a sample, :func:`informative_fraction_beta`);
+    one pass rate for every prompt gives the fewest rounds. After k rounds the kept count is
+    Binomial(k B, f), so
 
         E[rounds] = 1 + sum_{k=1}^{K} P(Binomial(k B, f) < B).
 
