@@ -274,7 +274,7 @@ def test_simulated_phases_are_the_timelines():
     assert s["rollout"] == pytest.approx(np.mean([r.generation_span_s(k) for k in window]))
     assert s["step"] == r.step_time_s and s["weight_sync"] == pytest.approx(r.system.weight_sync_s)
     assert s["advantages"] == 0.0 and "ref_logprobs" not in s          # no KL, no reference
-    with pytest.raises(ValueError, match="result must be the SimResult of a synchronous run"):
+    with pytest.raises(ValueError, match="result must be the SimResult of a run"):
         simulated_phase_s("not a result")
 
 
@@ -394,3 +394,58 @@ def test_notes_flag_what_the_log_contradicts(tmp_path):
     assert "prompts x group_size = 256 but the log's tokens per step / (P + R) give 512 " \
            "samples" in c.notes
     assert c.inputs["prompts"] == 32                        # the arguments win
+
+
+# ---- a framework's layout ---------------------------------------------------------------------
+
+def test_a_preset_sets_the_simulated_layout_and_drops_the_estimate(tmp_path):
+    path = write_verl_jsonl(tmp_path / "m.jsonl", drop=("old_log_prob", "ref"))
+    c = compare_run(path, group_size=G, preset="verl-fully-async",
+                    layout=dict(rollout_share=0.5, staleness=0.5, minibatches=4), **MODEL)
+    assert c.inputs["mode"] == "async" and c.inputs["preset"] == "verl-fully-async"
+    assert all(r.estimated_s is None for r in c.rows) and c.estimated_phases_s == {}
+    assert any(n.startswith("no estimate: estimate_rl_step models the colocated") for n in c.notes)
+    assert "the layout: preset 'verl-fully-async' (rollout 4, train 4; async, staleness 0.5)" \
+        in " ".join(c.not_inferred)
+    # a colocated preset keeps the estimate, at the given engine tp
+    c = compare_run(path, group_size=G, preset="verl", layout=dict(engine_tp=2), **MODEL)
+    assert c.estimated_phases_s and "rollout tp=2 (given)" in c.not_inferred
+
+
+def test_async_rollout_is_the_trainers_wait():
+    # verl's fully-async gen timer: the trainer waiting for samples (step ~ gen + update_actor)
+    wl = Workload(prompts=8, group_size=4, prompt_len=128, mean_response_len=300,
+                  max_response_len=1024)
+    system = system_from_cost("qwen2.5-7b", "h100", wl, placement="disaggregated", gpus=8,
+                              rollout_gpus=4, mode="async", staleness=1.0)
+    r = simulate(system, wl, 8)
+    s = simulated_phase_s(r)
+    window = range(r.warmup_steps, 8)
+    busy = sum(iv.end_s - iv.start_s for iv in r.intervals
+               if iv.step in window and iv.pool == system.placement["actor"]) / len(window)
+    assert s["rollout"] == pytest.approx(max(0.0, r.step_time_s - busy - s["weight_sync"]))
+    assert s["step"] == r.step_time_s
+
+
+def test_given_reference_and_recompute_override_the_timers(tmp_path):
+    path = write_verl_jsonl(tmp_path / "m.jsonl")            # old_log_prob and ref logged
+    c = compare_run(path, group_size=G, kl_coef=0.0, recompute_old_logprobs=False, **MODEL)
+    assert c.inputs["kl_coef"] == 0.0 and not c.inputs["recompute_old_logprobs"]
+    assert "reference" not in c.inferred and "recompute_old_logprobs" not in c.inferred
+    rows = {r.phase: r for r in c.rows}
+    assert rows["old_logprobs"].estimated_s is None and rows["ref_logprobs"].simulated_s is None
+
+
+def test_bad_presets_and_layouts_name_the_argument(tmp_path):
+    path = write_verl_jsonl(tmp_path / "m.jsonl")
+    with pytest.raises(ValueError, match="preset must be one of"):
+        compare_run(path, group_size=G, preset="verl-v9", **MODEL)
+    with pytest.raises(ValueError, match=r"layout=\{'staleness': 1\} sets a preset's knobs: "
+                                         r"pass preset= too"):
+        compare_run(path, group_size=G, layout={"staleness": 1}, **MODEL)
+    with pytest.raises(ValueError, match=r"layout: \['kl_coef'\] are arguments of compare_run"):
+        compare_run(path, group_size=G, preset="verl", layout={"kl_coef": 0.1}, **MODEL)
+    with pytest.raises(ValueError, match=r"layout: \['tp'\] are no knobs of a preset"):
+        compare_run(path, group_size=G, preset="verl", layout={"tp": 2}, **MODEL)
+    with pytest.raises(ValueError, match="recompute_old_logprobs must be True or False, got .yes."):
+        compare_run(path, group_size=G, recompute_old_logprobs="yes", **MODEL)

@@ -22,13 +22,23 @@ from .workload import Workload
 __all__ = ["VERL_STALENESS_ABLATION", "verl_ablation_workload", "verl_ablation_system",
            "reproduce_verl_staleness_ablation"]
 
-VERL_STALENESS_ABLATION = {
-    "source": "verl docs/advance/fully_async.md, '128-card Stale Ablation Experiment' "
-              "(https://github.com/volcengine/verl)",
-    "step_s": {0.0: 231.34, 0.1: 171.30, 0.3: 146.11, 0.5: 150.63},
-    "colocated_sync_step_s": 356.30,
-}
-"""The published step times (seconds) by ``staleness_threshold``, and the colocated baseline."""
+def _ablation() -> dict:
+    """The ablation's rows of ``data/published_runs.json`` (their one home)."""
+    from .published import PUBLISHED_RUNS
+    rows = PUBLISHED_RUNS["rows"]
+    table = "128-card Stale Ablation Experiment"
+    base = next(r for r in rows if r["id"] == "verl-fa-7b-colocated-128")
+    return {"source": f"verl docs/advance/fully_async.md, '{table}' "
+                      f"(https://github.com/volcengine/verl)",
+            "step_s": {float(r["layout"]["staleness"]): r["published"]["step"] for r in rows
+                       if table in r["tables"]},
+            "colocated_sync_step_s": base["published"]["step"]}
+
+
+VERL_STALENESS_ABLATION = _ablation()
+"""The published step times (seconds) by ``staleness_threshold``, and the colocated baseline,
+read from ``rlmperf_lite/sim/data/published_runs.json``
+(:data:`~rlmperf_lite.sim.published.PUBLISHED_RUNS`)."""
 
 
 def verl_ablation_workload(mean_response_len: float = 1500.0, length_sigma: float = 1.0,

@@ -7,7 +7,8 @@ of each phase per step, as verl or NeMo-RL log it, mapped onto the book's phases
 - :func:`compare_run`: the median of each phase over the steps after the warm-up, the estimate
   and the simulated steady state for the workload the log states (response and prompt lengths,
   the batch where logged; the rest from arguments), the relative error of each, and the inputs
-  taken from defaults (efficiencies, sequences per GPU, tp, layout).
+  taken from defaults (efficiencies, sequences per GPU, tp, layout); ``preset`` and ``layout``
+  simulate a framework's layout and mode instead of the colocated synchronous one.
 
 The names, the files' formats and the mapping are data, with the source each was read from:
 ``rlmperf_lite/sim/data/run_formats.json`` (:data:`RUN_FORMATS`).
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checks import check_choice, check_int, check_number
+from ..checks import check_bool, check_choice, check_int, check_number
 from ..cost import estimate_rl_step
 from ..cost.estimate import ALGOS
 from .from_cost import system_from_cost
@@ -57,7 +58,8 @@ class RunLog:
     format: str
     """A key of :data:`RUN_FORMATS`."""
     kind: str
-    """``"jsonl"`` or ``"console"``."""
+    """``"jsonl"``, ``"console"`` or ``"table"`` (a published table's figures,
+    :func:`~rlmperf_lite.sim.published.published_run_log`)."""
     steps: tuple
     """Step numbers, shape (S,): as logged (verl), or 1..S in order (NeMo-RL, whose step header
     restarts each epoch)."""
@@ -269,20 +271,21 @@ def estimated_phase_s(estimate) -> dict:
 
 
 def simulated_phase_s(result) -> dict:
-    """{book phase: mean seconds per steady-state step} of a synchronous
-    :class:`~rlmperf_lite.sim.SimResult`: each step's generation span, its phases' bars, its
-    model switches and weight sync, and its step time; advantages are free in the simulator.
-    The phases the system does not run are absent.
+    """{book phase: mean seconds per steady-state step} of a
+    :class:`~rlmperf_lite.sim.SimResult`: its phases' bars, model switches, weight sync and
+    step time; advantages are free in the simulator. ``rollout`` is, in a synchronous run, each
+    step's generation span; in an asynchronous one the trainer's wait for its samples, the
+    step less the trainer pool's bars and the sync (what verl's fully-async and one-step-off
+    ``gen`` / ``wait_prev_gen`` timers measure). The phases the system does not run are absent.
 
     Raises:
-        ValueError: naming ``result`` if it is not a synchronous run.
+        ValueError: naming ``result`` if it is not a SimResult.
     """
     from .result import SimResult
-    if not isinstance(result, SimResult) or result.system.mode != "sync":
-        raise ValueError(f"result must be the SimResult of a synchronous run, got {result!r:.80}")
+    if not isinstance(result, SimResult):
+        raise ValueError(f"result must be the SimResult of a run, got {result!r:.80}")
     window = range(result.warmup_steps, result.steps)
-    out = {"rollout": float(np.mean([result.generation_span_s(s) for s in window])),
-           "advantages": 0.0, "switch": 0.0}
+    out = {"advantages": 0.0, "switch": 0.0}
     out.update({_SIM_PHASES[p]: 0.0 for p in result.system.costs if p in _SIM_PHASES})
     for iv in result.intervals:
         if iv.step in window and iv.phase in _SIM_PHASES:
@@ -290,6 +293,13 @@ def simulated_phase_s(result) -> dict:
             out[book] = out.get(book, 0.0) + (iv.end_s - iv.start_s) / len(window)
     out["weight_sync"] = float(np.mean([b - a for a, b in result.sync_windows[window.start:]]))
     out["step"] = result.step_time_s
+    if result.system.mode == "sync":
+        out["rollout"] = float(np.mean([result.generation_span_s(s) for s in window]))
+    else:                       # the trainer's pool: busy with its bars, else waiting
+        trainer = result.system.placement["actor"]
+        busy = sum(iv.end_s - iv.start_s for iv in result.intervals
+                   if iv.step in window and iv.pool == trainer) / len(window)
+        out["rollout"] = max(0.0, out["step"] - busy - out["weight_sync"])
     return out
 
 
@@ -332,6 +342,11 @@ class RunComparison:
     """:class:`PhaseComparison` rows in the book's phase order."""
     unmapped: tuple
     notes: tuple = field(default=())
+    estimated_phases_s: dict = field(default_factory=dict)
+    """Every phase of the estimate, {book phase: seconds} (:func:`estimated_phase_s`; empty
+    when the layout has no estimate), logged or not."""
+    simulated_phases_s: dict = field(default_factory=dict)
+    """Every phase of the simulated steady state (:func:`simulated_phase_s`), logged or not."""
 
     def as_dict(self) -> dict:
         """Plain types only (None for a missing value): strict JSON."""
@@ -340,7 +355,9 @@ class RunComparison:
                 "inputs": dict(self.inputs), "inferred": dict(self.inferred),
                 "not_inferred": list(self.not_inferred),
                 "rows": [{**asdict(r), "logged_as": list(r.logged_as)} for r in self.rows],
-                "unmapped": list(self.unmapped), "notes": list(self.notes)}
+                "unmapped": list(self.unmapped), "notes": list(self.notes),
+                "estimated_phases_s": dict(self.estimated_phases_s),
+                "simulated_phases_s": dict(self.simulated_phases_s)}
 
 
 def _median(log: RunLog, name: str, used) -> float | None:
@@ -400,8 +417,8 @@ def _batch(log: RunLog, used, P: int, R: int, prompts, group_size, inferred, not
     return prompts, group_size
 
 
-def _algorithm(rows: dict, algo, inferred, not_inferred) -> tuple:
-    """(algo, kl_coef, recompute_old_logprobs) from the timers the log has."""
+def _algorithm(rows: dict, algo, kl_coef, recompute, inferred, not_inferred) -> tuple:
+    """(algo, kl_coef, recompute_old_logprobs): the arguments, else from the timers logged."""
     critic = any(p in row.split("+") for row in rows for p in ("critic_values", "critic_update"))
     if algo is None:
         algo = "ppo" if critic else "grpo"
@@ -414,13 +431,17 @@ def _algorithm(rows: dict, algo, inferred, not_inferred) -> tuple:
     fused = any(row == "old_logprobs+ref_logprobs" for row in rows)
     if fused:
         not_inferred.append("a reference pass (one timer holds the old and reference log-probs)")
-    kl_coef = 0.001 if ref and algo != "dapo" else 0.0     # only its presence costs time
-    if ref:
-        inferred["reference"] = "the reference log-prob timer (logged; kl_coef 0.001 stands " \
-                                "for it)"
-    recompute = any("old_logprobs" in row.split("+") for row in rows)
-    inferred["recompute_old_logprobs"] = f"the old log-prob timer ({'' if recompute else 'not '}" \
-                                         f"logged)"
+    if kl_coef is None:
+        kl_coef = 0.001 if ref and algo != "dapo" else 0.0     # only its presence costs time
+        if ref:
+            inferred["reference"] = "the reference log-prob timer (logged; kl_coef 0.001 " \
+                                    "stands for it)"
+    check_number("kl_coef", kl_coef, low=0)
+    if recompute is None:
+        recompute = any("old_logprobs" in row.split("+") for row in rows)
+        inferred["recompute_old_logprobs"] = f"the old log-prob timer " \
+                                             f"({'' if recompute else 'not '}logged)"
+    check_bool("recompute_old_logprobs", recompute)
     return algo, kl_coef, recompute
 
 
@@ -449,55 +470,115 @@ def compare_run(log, *, model, hardware, gpus: int, format: str | None = None,
                 group_size: int | None = None, prompt_len: int | None = None,
                 response_len: int | None = None, warmup_steps: int = 1,
                 train_efficiency: float = 0.4, decode_efficiency: float = 0.6,
-                length_sigma: float = 1.0, sim_steps: int = 8) -> RunComparison:
+                length_sigma: float = 1.0, sim_steps: int = 8, preset: str | None = None,
+                layout: dict | None = None, kl_coef: float | None = None,
+                recompute_old_logprobs: bool | None = None) -> RunComparison:
     """The run in ``log`` (a path or a :class:`RunLog`) measured against
-    :func:`~rlmperf_lite.cost.estimate_rl_step` and the simulator
-    (:func:`~rlmperf_lite.sim.from_cost.system_from_cost`, colocated, synchronous) for its
-    workload on ``gpus`` x ``hardware``: per phase, the median over the steps after
-    ``warmup_steps``, both models' seconds and (measured - model) / measured.
+    :func:`~rlmperf_lite.cost.estimate_rl_step` and the simulator for its workload on ``gpus``
+    x ``hardware``: per phase, the median over the steps after ``warmup_steps``, both models'
+    seconds and (measured - model) / measured.
 
-    ``format`` applies to a path. The workload: arguments first, else the log (verl: ``response_length/mean``,
-    ``prompt_length/mean``, the batch from ``perf/total_num_tokens`` and ``prompts`` or
-    ``group_size``; NeMo-RL: the mean generation length); the algorithm, reference and
-    old-log-prob recompute from the timers logged. ``not_inferred`` lists the rest.
+    ``format`` applies to a path. The workload: arguments first, else the log (verl:
+    ``response_length/mean``, ``prompt_length/mean``, the batch from ``perf/total_num_tokens``
+    and ``prompts`` or ``group_size``; NeMo-RL: the mean generation length); the algorithm,
+    reference and old-log-prob recompute from the timers logged unless given (``algo``,
+    ``kl_coef``, ``recompute_old_logprobs``). ``not_inferred`` lists the rest. The simulator:
+    colocated and synchronous (:func:`~rlmperf_lite.sim.from_cost.system_from_cost`), or
+    framework ``preset``'s layout and mode (:func:`~rlmperf_lite.sim.frameworks.framework_system`)
+    with its knobs set by ``layout`` (``rollout_share``, ``staleness``, ``minibatches``,
+    ``engine_tp``, ``sync_backend``, ...). The estimate models the colocated synchronous step
+    only: for another layout its side is None.
 
     Raises:
         ValueError: from :func:`read_run_log`; naming ``warmup_steps`` when it leaves no step,
-            an input the log does not give (named), or a bad argument (from the cost
-            models and the simulator too).
+            an input the log does not give (named), ``preset`` or ``layout``, or a bad
+            argument (from the cost models and the simulator too).
     """
     run = log if isinstance(log, RunLog) else read_run_log(log, format)
-    check_int("warmup_steps", warmup_steps, 0)
     check_int("gpus", gpus, 1)
     check_number("length_sigma", length_sigma, low=0, high=4)
-    if warmup_steps >= len(run.steps):
-        raise ValueError(f"warmup_steps={warmup_steps} leaves none of the {len(run.steps)} "
-                         f"steps of {run.path}: pass a smaller warmup_steps")
-    used = range(warmup_steps, len(run.steps))
+    layout, used = _layout(preset, layout), _used_steps(run, warmup_steps)
     inferred, not_inferred, notes = {}, [], []
     P, R = _lengths(run, used, prompt_len, response_len, inferred)
     B, G = _batch(run, used, P, R, prompts, group_size, inferred, notes)
-    algo, kl_coef, recompute = _algorithm(run.phase_keys(), algo, inferred, not_inferred)
-    inputs = dict(model=getattr(model, "name", model), hardware=getattr(hardware, "name",
-                  hardware), gpus=gpus, algo=algo, prompts=B, group_size=G, prompt_len=P,
-                  response_len=R, kl_coef=kl_coef, recompute_old_logprobs=recompute,
-                  train_efficiency=train_efficiency, decode_efficiency=decode_efficiency)
+    algo, kl_coef, recompute = _algorithm(run.phase_keys(), algo, kl_coef,
+                                          recompute_old_logprobs, inferred, not_inferred)
     common = dict(algo=algo, kl_coef=kl_coef, recompute_old_logprobs=recompute,
                   train_efficiency=train_efficiency, decode_efficiency=decode_efficiency)
-    est = estimate_rl_step(actor=model, hardware=hardware, prompts=B, group_size=G,
-                           prompt_len=P, response_len=R, gpus=gpus, **common)
-    if not est.fits:
-        notes.append(f"the estimate does not fit in memory: {est.overflow}")
     workload = _sim_workload(run, used, B, G, P, R, length_sigma, not_inferred)
+    est, system = _estimate_and_system(model, hardware, gpus, workload, R, common, preset,
+                                       layout, notes)
+    inputs = dict(model=getattr(model, "name", model), hardware=getattr(hardware, "name",
+                  hardware), gpus=gpus, prompts=B, group_size=G, prompt_len=P,
+                  response_len=R, **common, preset=preset, layout=dict(layout),
+                  mode=system.mode)
     from . import simulate
-    sim = simulate(system_from_cost(model, hardware, workload, placement="colocated", gpus=gpus,
-                                    **common), workload, sim_steps)
-    not_inferred += _defaults(train_efficiency, decode_efficiency, est.rollout_tp, gpus)
-    rows = _rows(run, used, estimated_phase_s(est), simulated_phase_s(sim))
+    sim = simulate(system, workload, sim_steps)
+    not_inferred += _defaults(train_efficiency, decode_efficiency, system, preset, layout)
+    est_s, sim_s = {} if est is None else estimated_phase_s(est), simulated_phase_s(sim)
+    rows = _rows(run, used, est_s, sim_s)
     _notes(run, gpus, rows, notes, used)
     return RunComparison(run.path, run.format, run.kind, len(run.steps),
                          tuple(run.steps[i] for i in used), inputs, inferred,
-                         tuple(not_inferred), rows, run.unmapped, tuple(notes))
+                         tuple(not_inferred), rows, run.unmapped, tuple(notes), est_s, sim_s)
+
+
+def _used_steps(run: RunLog, warmup_steps) -> range:
+    """The indices of the steps after the warm-up, or a ValueError naming ``warmup_steps``."""
+    check_int("warmup_steps", warmup_steps, 0)
+    if warmup_steps >= len(run.steps):
+        raise ValueError(f"warmup_steps={warmup_steps} leaves none of the {len(run.steps)} "
+                         f"steps of {run.path}: pass a smaller warmup_steps")
+    return range(warmup_steps, len(run.steps))
+
+
+_OWN_ARGS = ("algo", "kl_coef", "recompute_old_logprobs", "train_efficiency",
+             "decode_efficiency")
+
+
+def _layout(preset, layout) -> dict:
+    """``layout`` checked against ``preset``'s knobs, as a dict; ValueError naming either."""
+    from .frameworks import OVERRIDES, PRESETS
+    if preset is None:
+        if layout:
+            raise ValueError(f"layout={layout!r} sets a preset's knobs: pass preset= too "
+                             f"(one of {list(PRESETS)})")
+        return {}
+    check_choice("preset", preset, tuple(PRESETS))
+    layout = {} if layout is None else layout
+    if not isinstance(layout, dict):
+        raise ValueError(f"layout must be a dict of preset knobs or None, got {layout!r:.80}")
+    own = sorted(set(layout) & set(_OWN_ARGS))
+    unknown = sorted(set(layout) - set(OVERRIDES))
+    if own or unknown:
+        why = "are arguments of compare_run: pass them as such" if own else \
+            "are no knobs of a preset"
+        raise ValueError(f"layout: {own or unknown} {why}; knobs: "
+                         f"{[k for k in OVERRIDES if k not in _OWN_ARGS]}")
+    return dict(layout)
+
+
+def _estimate_and_system(model, hardware, gpus: int, workload: Workload, R: int,
+                         common: dict, preset, layout: dict, notes: list) -> tuple:
+    """(the estimate, or None for a layout it does not model; the simulator's system)."""
+    from .frameworks import PRESETS, framework_system
+    tp = layout.get("engine_tp")
+    est = None
+    if preset is None or PRESETS[preset].layout == "colocated":
+        est = estimate_rl_step(actor=model, hardware=hardware, prompts=workload.prompts,
+                               group_size=workload.group_size, prompt_len=workload.prompt_len,
+                               response_len=R, gpus=gpus,
+                               rollout_tp=tp if isinstance(tp, int) else None, **common)
+        if not est.fits:
+            notes.append(f"the estimate does not fit in memory: {est.overflow}")
+    else:
+        notes.append(f"no estimate: estimate_rl_step models the colocated synchronous step, "
+                     f"not preset {preset!r}'s {PRESETS[preset].layout} layout")
+    if preset is None:
+        return est, system_from_cost(model, hardware, workload, placement="colocated",
+                                     gpus=gpus, **common)
+    return est, framework_system(preset, actor=model, hardware=hardware, gpus=gpus,
+                                 workload=workload, **common, **layout)
 
 
 def _sim_workload(run: RunLog, used, B, G, P, R, length_sigma, not_inferred) -> Workload:
@@ -513,14 +594,23 @@ def _sim_workload(run: RunLog, used, B, G, P, R, length_sigma, not_inferred) -> 
                     max_response_len=budget, length_sigma=length_sigma)
 
 
-def _defaults(train_efficiency, decode_efficiency, rollout_tp: int, gpus: int) -> list:
+def _defaults(train_efficiency, decode_efficiency, system, preset, layout: dict) -> list:
     """The model inputs no log states, with the values used."""
-    return [f"train_efficiency={train_efficiency:g} (MFU of the training passes)",
-            f"decode_efficiency={decode_efficiency:g} (share of HBM bandwidth in decode)",
-            "sequences per GPU in decode (the estimate: the batch over the replicas; the "
-            "simulator: max_num_seqs=256 slots per replica, KV cache in 0.9 of HBM)",
-            f"rollout tp={rollout_tp} (the smallest replica that holds the model)",
-            f"the layout: colocated on all {gpus} GPUs, ZeRO-3 training, synchronous"]
+    given = "engine_tp" in layout
+    out = [f"train_efficiency={train_efficiency:g} (MFU of the training passes)",
+           f"decode_efficiency={decode_efficiency:g} (share of HBM bandwidth in decode)",
+           "sequences per GPU in decode (the estimate: the batch over the replicas; the "
+           "simulator: max_num_seqs=256 slots per replica, KV cache in 0.9 of HBM)",
+           f"rollout tp={system.engine.tp} "
+           f"({'given' if given else 'the smallest replica that holds the model'})"]
+    pools = ", ".join(f"{p} {n}" for p, n in system.pools.items() if p != "cpu")
+    if preset is None:
+        out.append(f"the layout: colocated on all {system.gpus} GPUs, ZeRO-3 training, "
+                   f"synchronous")
+    else:
+        out.append(f"the layout: preset {preset!r} ({pools}; {system.mode}, staleness "
+                   f"{system.staleness:g}) with {layout or 'its defaults'}")
+    return out
 
 
 _UNMODELLED = {"reward": "a rule-based reward is no GPU work in the models (the log's seconds "
