@@ -57,6 +57,22 @@ def test_admission_cap_is_verls_rollout_count():
     assert admission_cap(0, 1.0, B) == 2 * B        # one-step-off: a batch ahead
 
 
+@pytest.mark.parametrize("args, match", [
+    ((-5, 1.0, 8), "version must be an int >= -2, got -5"),      # gave -24 groups
+    ((0, float("nan"), 8), "staleness must be a finite number in \\[0, 1000\\], got nan"),
+    ((0, -0.5, 8), "staleness must be a finite number"),
+    ((0, 0.0, 0), "prompts must be an int >= 1, got 0"),
+    ((1.5, 0.0, 8), "version must be an int"),
+    ((2**60, 0.0, 8), "version must be an int <= 2\\*\\*52"),
+])
+def test_admission_cap_refuses_bad_input_by_name(args, match):
+    """A NaN staleness gave "cannot convert float NaN to integer"; a version below -(1 + s)
+    a negative count of groups. Versions down to -(1 + s) are the look-back of chain_window."""
+    with pytest.raises(ValueError, match=match):
+        admission_cap(*args)
+    assert admission_cap(-2, 1.0, 8) == 0 and admission_cap(-1, 0.5, 8) == 4
+
+
 def test_one_step_off_trains_on_samples_one_version_old():
     """Staleness 1 with batch-ordered consumption: after the first step, each batch was
     generated while the previous one trained, so most samples are exactly one version old and

@@ -6,6 +6,7 @@ from .async_grpo import (OBJECTIVES, AsyncGRPOConfig, behav_importance_weights,
 from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages,
                          rloo_advantages)
 from .evaluate import evaluate
+from .inputs import check_completion_mask, check_fits_float32, check_per_token_array
 from .gae import gae, gae_loop, gae_scan, gae_workdepth
 from .grpo import (GRPOConfig, GRPOResult, accumulate_grads, frac_reward_zero_std,
                    sample_and_score, step_advantages, train_grpo)
@@ -18,6 +19,7 @@ from .sweep import SweepRun, run_sweep, sweep_table
 from .warmstart import warm_start
 
 __all__ = ["grpo_advantages", "rloo_advantages", "reinforce_pp_advantages", "check_rewards",
+           "check_completion_mask", "check_per_token_array", "check_fits_float32",
            "gae", "gae_loop", "gae_scan", "gae_workdepth", "GRPOConfig", "GRPOResult", "evaluate",
            "train_grpo", "loss_norms",
            "grpo_loss_grad", "grpo_loss", "step_advantages", "frac_reward_zero_std",

@@ -8,29 +8,48 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_choice, check_number
+from .inputs import check_completion_mask, check_fits_float32, check_per_token_array
+
 __all__ = ["grpo_advantages", "check_rewards"]
 
 
-def check_rewards(rewards, group_size: int) -> np.ndarray:
+def check_rewards(rewards, group_size: int, *, min_group_size: int = 2) -> np.ndarray:
     """Validate rewards laid out group by group; returns them as float64 of shape (B, G).
 
     Raises:
-        ValueError: ``group_size`` < 2 (one sample has no group baseline and its unbiased std is
-            NaN), a length not divisible by ``group_size``, or a NaN/inf reward (naming the sample).
+        ValueError: ``group_size`` not an int >= ``min_group_size`` (2: one sample has no group
+            baseline and its unbiased std is NaN), rewards that are not a non-empty 1-D array of
+            real numbers (complex, strings), a length not divisible by ``group_size``, or a
+            NaN/inf reward (naming the sample).
     """
-    if not isinstance(group_size, (int, np.integer)) or group_size < 2:
-        raise ValueError(f"group_size must be an int >= 2 for group-relative advantages, got "
-                         f"{group_size!r}: with one sample per prompt the group baseline is the "
-                         "sample itself")
-    r = np.asarray(rewards, dtype=np.float64)
-    if r.ndim != 1 or r.size % group_size:
-        raise ValueError(f"rewards must be 1-D with a length divisible by group_size="
-                         f"{group_size} (B*G laid out group by group), got shape {r.shape}")
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) \
+            or group_size < min_group_size:
+        why = (": with one sample per prompt the group baseline is the sample itself"
+               if min_group_size == 2 else "")
+        raise ValueError(f"group_size must be an int >= {min_group_size}, got {group_size!r}"
+                         f"{why}")
+    try:
+        r = np.asarray(rewards)
+    except (ValueError, TypeError):                                  # ragged lists
+        r = np.asarray(None)
+    if r.dtype.kind not in "biuf" or r.ndim != 1 or r.size == 0 or r.size % group_size:
+        raise ValueError(f"rewards must be a non-empty 1-D array of real numbers with a length "
+                         f"divisible by group_size={group_size} (B*G laid out group by group), "
+                         f"got shape {r.shape} and dtype {r.dtype}")
+    r = r.astype(np.float64)
     bad = np.flatnonzero(~np.isfinite(r))
     if bad.size:
         raise ValueError(f"reward of sample {int(bad[0])} (group {int(bad[0]) // group_size}) is "
                          f"{r[bad[0]]}; every sample needs a finite reward")
     return r.reshape(-1, group_size)
+
+
+def _pow2_scale(abs_max) -> np.ndarray:
+    """Powers of two s with abs_max / s in [1, 2) (0 for 0): dividing by s is exact in floating point (the
+    advantages' bits do not change) and keeps squares and sums of huge or subnormal rewards in
+    range."""
+    return np.ldexp(1.0, np.frexp(abs_max)[1] - 1)
 
 
 def grpo_advantages(rewards, group_size: int, *, scale: str = "group",
@@ -43,32 +62,39 @@ def grpo_advantages(rewards, group_size: int, *, scale: str = "group",
         scale: ``"group"`` divides by each group's std (GRPO), ``"batch"`` by the std of all the
             batch's rewards (after group centring), ``"none"`` only subtracts the group mean
             (Dr. GRPO, arXiv 2503.20783, Sec. 3.1).
-        eps: added to the std.
+        eps: added to the std, finite and >= 0.
     Returns:
         advantages (B*G,) float32.
 
     The std is the unbiased one (ddof=1), as ``torch.std`` in TRL's and verl's GRPO. It is
     computed in two passes, ``sqrt(sum((r - mean)^2) / (G - 1))``, and a group whose rewards are
     all equal gets advantages of exactly 0 (never NaN, never a residue of ``mean`` rounding).
+    Rewards are first divided by a power of two near their largest magnitude (exact), so any
+    finite rewards give the right advantages (``[1e308, -1e308]``: +-0.7071; they gave 0).
 
     Raises:
-        ValueError: see :func:`check_rewards`; an unknown ``scale``.
+        ValueError: see :func:`check_rewards`; an unknown ``scale``, a negative or non-finite
+            ``eps``, or (``scale="none"``) advantages beyond float32's range.
     """
-    if scale not in ("group", "batch", "none"):
-        raise ValueError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
-    if not eps >= 0:
-        raise ValueError(f"eps must be >= 0, got {eps!r}")
+    check_choice("scale", scale, ("group", "batch", "none"))
+    check_number("eps", eps, low=0)
     r = check_rewards(rewards, group_size)                                   # (B, G)
-    centered = r - r.mean(axis=1, keepdims=True)
+    abs_max = np.abs(r).max(axis=1, keepdims=True)                           # (B, 1)
+    s = _pow2_scale(abs_max.max() if scale == "batch" else abs_max)
+    r_s = r / s                                                              # |r_s| < 2
+    centered = r_s - r_s.mean(axis=1, keepdims=True)
     centered[r.max(axis=1) == r.min(axis=1)] = 0.0                          # all-equal group
+    if scale == "none":
+        return check_fits_float32("advantages of these rewards", (centered * s).reshape(-1),
+                                  "rescale the rewards")
     if scale == "group":
         std = np.sqrt((centered * centered).sum(axis=1, keepdims=True) / (group_size - 1))
-    elif scale == "batch":
-        flat = r.ravel() - r.mean()
-        std = np.full((len(r), 1), np.sqrt((flat * flat).sum() / (flat.size - 1)))
-    if scale != "none":                     # 0 / 0 stays 0 for all-equal groups even at eps=0
-        centered = np.divide(centered, std + eps, out=np.zeros_like(centered),
-                             where=(std + eps) > 0)
+    else:
+        flat = r_s.ravel() - r_s.mean()
+        std = np.full((len(r), 1), np.sqrt((flat * flat).sum() / max(flat.size - 1, 1)))
+    with np.errstate(over="ignore"):        # eps / s = inf for tiny rewards: A is 0 then
+        denom = std + eps / s               # 0 / 0 stays 0 for all-equal groups even at eps=0
+    centered = np.divide(centered, denom, out=np.zeros_like(centered), where=denom > 0)
     return centered.reshape(-1).astype(np.float32)
 
 
@@ -83,12 +109,16 @@ def rloo_advantages(rewards, group_size: int) -> np.ndarray:
     Returns:
         advantages (B*G,) float32; exactly 0 for a group whose rewards are all equal.
     Raises:
-        ValueError: see :func:`check_rewards`.
+        ValueError: see :func:`check_rewards`; advantages beyond float32's range (3.4e38).
     """
     r = check_rewards(rewards, group_size)                                   # (B, G)
-    loo = r - (r.sum(axis=1, keepdims=True) - r) / (group_size - 1)
+    s = _pow2_scale(np.abs(r).max(axis=1, keepdims=True))       # exact; keeps the sum finite
+    r_s = r / s
+    with np.errstate(over="ignore"):                           # checked by check_fits_float32
+        loo = (r_s - (r_s.sum(axis=1, keepdims=True) - r_s) / (group_size - 1)) * s
     loo[r.max(axis=1) == r.min(axis=1)] = 0.0
-    return loo.reshape(-1).astype(np.float32)
+    return check_fits_float32("rloo advantages of these rewards", loo.reshape(-1),
+                              "rescale the rewards")
 
 
 def reinforce_pp_advantages(rewards, completion_mask, *, per_token_kl=None, kl_coef: float = 0.0,
@@ -100,34 +130,43 @@ def reinforce_pp_advantages(rewards, completion_mask, *, per_token_kl=None, kl_c
 
     Args:
         rewards: (B*G,) outcome rewards.
-        completion_mask: (B*G, R), ones then zeros per row.
+        completion_mask: (B*G, R) of 0/1, ones then zeros per row, none empty.
         per_token_kl: (B*G, R) per-token KL estimates (e.g. k1 = logp - ref_logp), needed
             when ``kl_coef`` > 0.
+        kl_coef, eps: finite and >= 0.
     Returns:
         advantages (B*G, R) float32, 0 on masked positions.
     Raises:
-        ValueError: naming the argument for mismatched shapes, non-finite values, an empty row,
-            or a missing ``per_token_kl`` with ``kl_coef`` > 0.
+        ValueError: naming the argument for mismatched shapes, non-finite values, a mask that
+            is not 0/1 ones-then-zeros or has an empty row, a negative or non-finite
+            ``kl_coef`` or ``eps``, or a missing ``per_token_kl`` with ``kl_coef`` > 0.
     """
-    mask = np.asarray(completion_mask, dtype=np.float64)
-    r = np.asarray(rewards, dtype=np.float64)
-    if mask.ndim != 2 or r.shape != (mask.shape[0],):
+    mask = check_completion_mask(completion_mask, prefix=True, nonempty=True).astype(np.float64)
+    r = check_rewards(rewards, 1, min_group_size=1).ravel()
+    if r.shape != (mask.shape[0],):
         raise ValueError(f"rewards must be (B*G,) and completion_mask (B*G, R) with the same "
                          f"B*G, got {r.shape} and {mask.shape}")
-    if not np.isfinite(r).all():
-        i = int(np.flatnonzero(~np.isfinite(r))[0])
-        raise ValueError(f"reward of sample {i} is {r[i]}; every sample needs a finite reward")
-    lengths = mask.sum(axis=1).astype(int)
-    if (lengths == 0).any():
-        raise ValueError(f"completion_mask row {int(np.argmin(lengths))} is empty")
+    check_number("kl_coef", kl_coef, low=0)
+    check_number("eps", eps, low=0)
+    if kl_coef and per_token_kl is None:
+        raise ValueError("per_token_kl of shape (B*G, R) is needed when kl_coef > 0")
+    penalty = 0.0
+    if per_token_kl is not None:
+        kl = check_per_token_array("per_token_kl", per_token_kl, mask.shape).astype(np.float64)
+        with np.errstate(over="ignore"):
+            penalty = kl_coef * kl * mask
+        if not np.isfinite(penalty).all():
+            raise ValueError(f"kl_coef * per_token_kl overflows float64 (kl_coef={kl_coef!r}, "
+                             f"|per_token_kl| up to {np.abs(kl).max():.4g}); lower kl_coef")
+    s = _pow2_scale(max(np.abs(r).max(), np.max(np.abs(penalty))))  # exact; sums stay < 2 R
     token_rewards = np.zeros_like(mask)
-    token_rewards[np.arange(len(r)), lengths - 1] = r
-    if kl_coef:
-        if per_token_kl is None or np.shape(per_token_kl) != mask.shape:
-            raise ValueError("per_token_kl of shape (B*G, R) is needed when kl_coef > 0")
-        token_rewards -= kl_coef * np.asarray(per_token_kl, dtype=np.float64) * mask
+    token_rewards[np.arange(len(r)), mask.sum(axis=1).astype(int) - 1] = r / s
+    token_rewards -= penalty / s
     returns = np.cumsum(token_rewards[:, ::-1], axis=1)[:, ::-1] * mask     # return-to-go
     n = mask.sum()
     mean = returns.sum() / n
     std = np.sqrt((((returns - mean) * mask) ** 2).sum() / n)
-    return ((returns - mean) / (std + eps) * mask).astype(np.float32)
+    with np.errstate(over="ignore"):                       # inf for tiny rewards: A is 0
+        denom = std + eps / s                              # 0 / 0 (all returns equal) is 0
+    adv = np.divide(returns - mean, denom, out=np.zeros_like(returns), where=denom > 0)
+    return (adv * mask).astype(np.float32)

@@ -38,12 +38,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_bool, check_choice, check_int, check_number
+from ..checks import check_choice, check_int, check_number
 from ..nn import (COUNTER, AdamW, clip_grad_norm, token_logps)
 from ..tasks import AdditionTask
-from .common import (RLResult, blas_limits, check_run_args, end_step,
+from .common import (RLResult, blas_limits, check_diverged, check_loop_args, end_step,
                      flops_since, lr_factor, step_range)
 from .grpo import GRPOConfig, accumulate_grads, init_run, sample_and_score, step_advantages
+from .inputs import check_completion_mask, check_per_token_array
 from .losses import grpo_loss, loss_norms, policy_loss
 
 __all__ = ["AsyncGRPOConfig", "OBJECTIVES", "behav_importance_weights", "objective_inputs",
@@ -98,8 +99,21 @@ def behav_importance_weights(prox_per_token_logps, behav_per_token_logps, comple
     """w = pi_prox / pi_behav per token, (B*G, R): 1 on masked positions, exactly 1 where the
     two log-probs are equal (fresh data), and 0 where w > ``cap`` (AReaL filters such tokens).
     AReaL (arXiv 2505.24298) Sec. 5.2, Eq. 5: the off-policy correction of the decoupled
-    objective."""
-    w = np.exp((prox_per_token_logps - behav_per_token_logps) * completion_mask)
+    objective. ValueError naming the argument for mismatched shapes, non-finite log-probs, a
+    mask that is not 0/1, a ``cap`` that is not a number > 0, or a weight that overflows."""
+    prox = check_per_token_array("prox_per_token_logps", prox_per_token_logps)
+    behav = check_per_token_array("behav_per_token_logps", behav_per_token_logps, prox.shape)
+    mask = check_completion_mask(completion_mask, prox.shape)
+    if cap is not None:
+        check_number("cap", cap, low=0, low_open=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        log_w = np.where(mask > 0, prox - behav, 0).astype(np.result_type(prox, behav, mask))
+        w = np.exp(log_w)
+    if not np.isfinite(w).all():
+        raise ValueError(f"the importance weight exp(prox_per_token_logps - "
+                         f"behav_per_token_logps) overflows: the log-ratio reaches "
+                         f"{log_w.max():.4g}; the behaviour policy is too far from the trainer's "
+                         "(lower staleness or lr)")
     return w if cap is None else np.where(w <= cap, w, 0.0).astype(w.dtype)
 
 
@@ -113,7 +127,8 @@ def objective_inputs(objective: str, advantages, behav_per_token_logps, prox_per
     so the decoupled loss (AReaL Eq. 5) and its gradient ``w * policy_loss_grad(logp, prox, A)``
     are PPO's with per-token advantages w A. Naive: (prox, A). Behaviour: (behav, A).
 
-    Arrays (B*G, R); advantages (B*G,) or (B*G, R). Raises ValueError for an unknown objective.
+    Arrays (B*G, R); advantages (B*G,) or (B*G, R). Raises ValueError for an unknown objective,
+    advantages of another shape, or as :func:`behav_importance_weights`.
     """
     check_choice("objective", objective, OBJECTIVES)
     if objective == "behaviour":
@@ -123,6 +138,9 @@ def objective_inputs(objective: str, advantages, behav_per_token_logps, prox_per
     adv = np.asarray(advantages)
     w = behav_importance_weights(prox_per_token_logps, behav_per_token_logps, completion_mask,
                                  cap=cap)
+    if adv.shape not in (w.shape[:1], w.shape):
+        raise ValueError(f"advantages must have shape ({w.shape[0]},) or {w.shape}, got "
+                         f"{adv.shape}")
     return prox_per_token_logps, (adv[:, None] if adv.ndim == 1 else adv) * w   # (B*G, R)
 
 
@@ -143,17 +161,10 @@ def train_async_grpo(config: AsyncGRPOConfig = AsyncGRPOConfig(), *,
     Raises:
         ValueError: naming the argument — ``config`` not an :class:`AsyncGRPOConfig`, ``task``
             not an AdditionTask, a bad ``eval_every``, ``on_step`` not callable, ``progress``
-            not a bool, or ``base_params`` that do not fit ``config.model``.
+            not a bool, ``base_params`` that do not fit ``config.model``, or a run that diverged
+            (the step and the lr named).
     """
-    if not isinstance(config, AsyncGRPOConfig):
-        raise ValueError(f"config must be an AsyncGRPOConfig, got {type(config).__name__}")
-    if task is not None and not isinstance(task, AdditionTask):
-        raise ValueError(f"task must be None or an AdditionTask, got {type(task).__name__}")
-    check_run_args(eval_every, None)
-    check_bool("progress", progress)
-    if on_step is not None and not callable(on_step):
-        raise ValueError(f"on_step must be None or a callable taking the step's metrics, got "
-                         f"{on_step!r}")
+    check_loop_args(config, AsyncGRPOConfig, task, progress, on_step, eval_every, None)
     with blas_limits(config):
         return _train(config, task or AdditionTask(), progress, on_step, eval_every, base_params)
 
@@ -170,6 +181,7 @@ def _train(c: AsyncGRPOConfig, task, progress, on_step, eval_every, base_params)
         behav_version, sampler_params = versions[0]           # the oldest weights in the FIFO
         tokens, mask, behav_logps, rewards, ref_logps, rounds, zero_std = sample_and_score(
             sampler_params, result.base_params, c, task, rng_data, rng_sample, times)
+        check_diverged(step, c, "the rollout's log-probs", behav_logps)
         t2 = time.perf_counter()
         advantages = step_advantages(c, rewards, mask, behav_logps, ref_logps)
         times["advantages_s"] = (t := time.perf_counter()) - t2
@@ -181,6 +193,7 @@ def _train(c: AsyncGRPOConfig, task, progress, on_step, eval_every, base_params)
         else:
             with COUNTER.phase("prox_logps"):
                 prox_logps = token_logps(params, tokens, cfg, c.temperature)[:, P - 1:]
+            check_diverged(step, c, "the proximal log-probs", prox_logps)
         times["prox_logps_s"] = (t2 := time.perf_counter()) - t
         old, adv = objective_inputs(c.objective, advantages, behav_logps, prox_logps, mask,
                                     cap=c.behav_imp_weight_cap)               # (B*G, R)
@@ -190,7 +203,8 @@ def _train(c: AsyncGRPOConfig, task, progress, on_step, eval_every, base_params)
             if rows.size:                       # minibatches of whole groups, one update each
                 mb = slice(rows[0, 0], rows[-1, -1] + 1)
                 logs.append(_update(params, opt, c, tokens[mb], mask[mb], old[mb], adv[mb],
-                                    behav_logps[mb], None if kl_ref is None else kl_ref[mb], P))
+                                    behav_logps[mb], None if kl_ref is None else kl_ref[mb], P,
+                                    step))
         times["update_s"] = (t := time.perf_counter()) - t2
         versions.append((step + 1, _snapshot(params)))        # "broadcast" to the rollout FIFO
         times["weight_sync_s"] = time.perf_counter() - t
@@ -223,13 +237,15 @@ def step_metrics(step: int, rewards, completion_mask, logs: list, staleness: int
             "importance_weight_max": float(np.max(w, where=mask > 0, initial=0.0))}
 
 
-def _update(params, opt, c: AsyncGRPOConfig, tokens, mask, old, adv, behav, kl_ref, P) -> dict:
+def _update(params, opt, c: AsyncGRPOConfig, tokens, mask, old, adv, behav, kl_ref, P,
+            step) -> dict:
     """One AdamW step of the clipped surrogate (old, adv from :func:`objective_inputs`) on these
     rows, accumulated over micro-batches as :func:`rlmperf_lite.rl.train_grpo` does; returns
     the metrics (``approx_kl`` of the behaviour vs the current policy)."""
     norms = loss_norms(mask, c)
     grads, logps, entropy = accumulate_grads(params, tokens, old, adv, mask, c, norms,
-                                             prompt_len=P, ref_per_token_logps=kl_ref)
+                                             prompt_len=P, ref_per_token_logps=kl_ref,
+                                             step=step)
     loss, metrics = grpo_loss(logps, old, adv, mask, c, norms,
                                       ref_per_token_logps=kl_ref)
     grad_norm = clip_grad_norm(grads, c.max_grad_norm)

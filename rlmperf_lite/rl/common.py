@@ -10,17 +10,21 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..checks import check_choice, check_int, check_number
+from ..checks import check_bool, check_choice, check_int, check_number
 from ..nn import COUNTER, TinyLMConfig
 from ..tasks import AdditionTask
 from .evaluate import evaluate
 from .losses import AGG_MODES
 
 __all__ = ["RLConfig", "RLResult", "timed", "lr_factor", "check_fits_task", "check_run_args",
-           "blas_limits", "step_range", "flops_since", "end_step"]
+           "check_loop_args", "check_diverged", "blas_limits", "step_range", "flops_since",
+           "end_step", "MIN_TEMPERATURE"]
 
 
 MAX_SAMPLES = 65_536          # samples per step the toy's loops accept (B G rows in memory)
+MIN_TEMPERATURE = 1e-6
+"""The lowest sampling temperature the loops accept. Above it logits / temperature stays finite
+in float32 for logits up to 3e32; 1e-300 (0 in float32) made every log-prob NaN."""
 
 
 @dataclass(frozen=True)
@@ -77,18 +81,22 @@ class RLConfig:
         if self.num_prompts > MAX_SAMPLES:           # a step's arrays are held in memory
             raise ValueError(f"{cls}.num_prompts={self.num_prompts:,} exceeds {MAX_SAMPLES:,} "
                              "samples per step: lower it")
-        for name in ("lr", "temperature", "max_grad_norm"):
+        for name in ("lr", "max_grad_norm"):
             check_number(f"{cls}.{name}", getattr(self, name), low=0, low_open=True)
+        check_number(f"{cls}.temperature", self.temperature, low=MIN_TEMPERATURE)
         check_number(f"{cls}.clip_eps", self.clip_eps, low=0, high=1, low_open=True,
                      high_open=True)
         check_number(f"{cls}.kl_coef", self.kl_coef, low=0)
         check_number(f"{cls}.warmstart_target_accuracy", self.warmstart_target_accuracy, low=0,
                      high=1, low_open=True)
-        if len(self.adam_betas) != 2:
-            raise ValueError(f"{cls}.adam_betas must be two numbers in [0, 1), got "
-                             f"{self.adam_betas!r}")
+        if not isinstance(self.adam_betas, (tuple, list)) or len(self.adam_betas) != 2:
+            raise ValueError(f"{cls}.adam_betas must be a pair (beta1, beta2) of numbers in "
+                             f"[0, 1), e.g. (0.9, 0.999); got {self.adam_betas!r}")
         for b in self.adam_betas:
             check_number(f"{cls}.adam_betas", b, low=0, high=1, high_open=True)
+        if not isinstance(self.model, TinyLMConfig):
+            raise ValueError(f"{cls}.model must be a TinyLMConfig, e.g. TinyLMConfig(hidden_size="
+                             f"64); got {self.model!r}")
         check_choice(f"{cls}.loss_agg_mode", self.loss_agg_mode, AGG_MODES)
         check_choice(f"{cls}.lr_schedule", self.lr_schedule, ("constant", "linear"))
 
@@ -152,13 +160,43 @@ def check_fits_task(c: RLConfig, task: AdditionTask) -> None:
 
 
 def check_run_args(eval_every, stop_at_accuracy) -> None:
-    """Validate the run-control arguments of the training loops."""
-    if not isinstance(eval_every, (int, np.integer)) or eval_every < 0 \
-            or (stop_at_accuracy is not None and not eval_every):
+    """Validate the run-control arguments of the training loops: ``eval_every`` an int >= 0
+    (> 0 with ``stop_at_accuracy``), ``stop_at_accuracy`` None or a number in [0, 1]."""
+    if isinstance(eval_every, bool) or not isinstance(eval_every, (int, np.integer)) \
+            or eval_every < 0 or (stop_at_accuracy is not None and not eval_every):
         raise ValueError(f"eval_every must be an int >= 0, and > 0 when stop_at_accuracy is "
                          f"given; got eval_every={eval_every!r}")
-    if stop_at_accuracy is not None and not 0 <= stop_at_accuracy <= 1:
-        raise ValueError(f"stop_at_accuracy must be in [0, 1], got {stop_at_accuracy!r}")
+    if stop_at_accuracy is not None:
+        check_number("stop_at_accuracy", stop_at_accuracy, low=0, high=1)
+
+
+def check_loop_args(config, config_cls: type, task, progress, on_step, eval_every,
+                    stop_at_accuracy) -> None:
+    """Validate what a training loop is given: ``config`` an instance of ``config_cls`` (a
+    PPOConfig handed to train_grpo is refused by name, not with an AttributeError), ``task``
+    None or an AdditionTask, ``progress`` a bool, ``on_step`` None or a callable, and the
+    run-control arguments of ``check_run_args``."""
+    if not isinstance(config, config_cls):
+        name = config_cls.__name__
+        raise ValueError(f"config must be {'an' if name[0] in 'AEIOU' else 'a'} {name}, got "
+                         f"{type(config).__name__}; build one with {name}(...)")
+    if task is not None and not isinstance(task, AdditionTask):
+        raise ValueError(f"task must be None or an AdditionTask, got {type(task).__name__}")
+    check_bool("progress", progress)
+    if on_step is not None and not callable(on_step):
+        raise ValueError(f"on_step must be None or a callable taking the step's metrics, got "
+                         f"{on_step!r}")
+    check_run_args(eval_every, stop_at_accuracy)
+
+
+def check_diverged(step, c: RLConfig, what: str, value, *, lr_field: str = "lr") -> None:
+    """Raise ValueError if ``value`` (an array or number the loop just computed, e.g. the
+    rollout's log-probs) holds a NaN or inf: training diverged at ``step`` (None: unknown), and
+    the likely cause is the learning rate ``c.<lr_field>``."""
+    if not np.isfinite(value).all():
+        at = "" if step is None else f" at step {step}"
+        raise ValueError(f"training diverged{at}: {what} became non-finite; lower {lr_field} "
+                         f"(got {getattr(c, lr_field):g})")
 
 
 def blas_limits(c: RLConfig):

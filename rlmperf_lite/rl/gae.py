@@ -19,23 +19,28 @@ import math
 
 import numpy as np
 
-from ..checks import check_int
+from ..checks import check_int, check_number
+from .inputs import check_completion_mask, check_fits_float32, check_per_token_array
 
 __all__ = ["gae", "gae_loop", "gae_scan", "gae_workdepth"]
 
 
 def _check(rewards, values, completion_mask, gamma, lam):
-    r, v, m = (np.asarray(a, dtype=np.float64) for a in (rewards, values, completion_mask))
-    if r.ndim != 2 or v.shape != r.shape or m.shape != r.shape:
-        raise ValueError(f"rewards, values and completion_mask must share one (B, T) shape, got "
-                         f"{r.shape}, {v.shape} and {m.shape}")
-    for name, a in (("rewards", r), ("values", v)):
-        if not np.isfinite(a).all():
-            raise ValueError(f"{name} hold a NaN or inf")
-    for name, x in (("gamma", gamma), ("lam", lam)):
-        if not 0 <= x <= 1:
-            raise ValueError(f"{name} must be in [0, 1], got {x!r}")
+    r = check_per_token_array("rewards", rewards).astype(np.float64)
+    v = check_per_token_array("values", values, r.shape).astype(np.float64)
+    m = check_completion_mask(completion_mask, r.shape, prefix=True).astype(np.float64)
+    check_number("gamma", gamma, low=0, high=1)
+    check_number("lam", lam, low=0, high=1)
     return r * m, v * m, m
+
+
+def _finish(adv, v, m):
+    """(advantages, returns) as float32, 0 on masked positions; ValueError on an overflow."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        ret = (adv + v) * m
+    fix = "rescale the rewards and values"
+    return (check_fits_float32("GAE advantages of these rewards and values", adv, fix),
+            check_fits_float32("GAE returns of these rewards and values", ret, fix))
 
 
 def gae(rewards, values, completion_mask, gamma: float = 1.0, lam: float = 0.95):
@@ -44,12 +49,15 @@ def gae(rewards, values, completion_mask, gamma: float = 1.0, lam: float = 0.95)
     Args:
         rewards: (B, T) per-token rewards (an outcome reward sits on the last token).
         values: (B, T) critic values V(s_t).
-        completion_mask: (B, T), ones then zeros per row.
+        completion_mask: (B, T) of 0/1, ones then zeros per row (a zero inside a response is
+            refused: verl carries the value over such a gap, this recurrence would restart).
         gamma, lam: discount and GAE lambda, in [0, 1].
     Returns:
         (advantages, returns), both (B, T) float32 and 0 on masked positions.
     Raises:
-        ValueError: mismatched shapes, non-finite inputs, gamma or lam outside [0, 1].
+        ValueError: naming the argument, for mismatched shapes, non-finite inputs, a mask that
+            is not 0/1 ones-then-zeros, gamma or lam outside [0, 1], or results beyond
+            float32's range.
     """
     r, v, m = _check(rewards, values, completion_mask, gamma, lam)
     T = r.shape[1]
@@ -59,7 +67,7 @@ def gae(rewards, values, completion_mask, gamma: float = 1.0, lam: float = 0.95)
     offsets = k[None, :] - k[:, None]                                       # (T, T): k - t
     discount = np.where(offsets >= 0, (gamma * lam) ** np.maximum(offsets, 0), 0.0)
     adv = delta @ discount.T * m                                            # (B, T)
-    return adv.astype(np.float32), ((adv + v) * m).astype(np.float32)
+    return _finish(adv, v, m)
 
 
 def gae_loop(rewards, values, completion_mask, gamma: float = 1.0, lam: float = 0.95):
@@ -73,7 +81,7 @@ def gae_loop(rewards, values, completion_mask, gamma: float = 1.0, lam: float = 
         delta = r[:, t] + gamma * next_v - v[:, t]
         last = (delta + gamma * lam * last) * m[:, t]
         adv[:, t] = last
-    return adv.astype(np.float32), ((adv + v) * m).astype(np.float32)
+    return _finish(adv, v, m)
 
 
 def _combine(first, then):
@@ -114,7 +122,7 @@ def gae_scan(rewards, values, completion_mask, gamma: float = 1.0, lam: float = 
         sa[:, right], sb[:, right] = _combine((sa[:, right], sb[:, right]), left)
         step //= 2
     adv = (a * sb[:, :T] + b)[:, ::-1]                   # inclusive: apply f_t, at x = 0
-    return adv.astype(np.float32), ((adv + v) * m).astype(np.float32)
+    return _finish(adv, v, m)
 
 
 def gae_workdepth(T: int) -> dict:

@@ -14,13 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_choice, check_int, check_number
+from ..checks import check_bool, check_choice, check_int, check_number
 from ..nn import (COUNTER, AdamW, clip_grad_norm, copy_params, generate, logps_backward,
                   logps_forward, token_entropy, token_logps)
 from ..tasks import AdditionTask
-from .advantages import grpo_advantages, reinforce_pp_advantages, rloo_advantages
-from .common import (MAX_SAMPLES, RLConfig, RLResult, blas_limits, check_fits_task,
-                     check_run_args, end_step, flops_since, lr_factor, step_range)
+from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages,
+                         rloo_advantages)
+from .common import (MAX_SAMPLES, RLConfig, RLResult, blas_limits, check_diverged,
+                     check_fits_task, check_loop_args, end_step, flops_since, lr_factor,
+                     step_range)
 from .losses import grpo_loss, grpo_loss_grad, kl_estimate, loss_norms, overlong_penalty
 from .warmstart import warm_start
 
@@ -84,6 +86,7 @@ class GRPOConfig(RLConfig):
         if self.clip_eps_high is not None:
             check_number("GRPOConfig.clip_eps_high", self.clip_eps_high, low=0, high=10,
                          low_open=True, high_open=True)
+        check_bool("GRPOConfig.dynamic_sampling", self.dynamic_sampling)
         check_int("GRPOConfig.micro_batch_size", self.micro_batch_size, 1, optional=True)
         check_int("GRPOConfig.max_resample_rounds", self.max_resample_rounds, 0)
         check_int("GRPOConfig.overlong_buffer_len", self.overlong_buffer_len, 0)
@@ -110,10 +113,12 @@ def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None =
     0) and train exactly as if each had warm-started itself. The dict is copied, not modified.
 
     Raises:
-        ValueError: from the config checks, or for ``base_params`` missing a weight or of the
-            wrong shape for ``config.model``.
+        ValueError: naming the argument — ``config`` not a GRPOConfig, bad run arguments
+            (:func:`~rlmperf_lite.rl.common.check_loop_args`), ``base_params`` missing a weight or
+            of the wrong shape for ``config.model``, or a run that diverged (the step and the
+            lr named).
     """
-    check_run_args(eval_every, stop_at_accuracy)
+    check_loop_args(config, GRPOConfig, task, progress, on_step, eval_every, stop_at_accuracy)
     with blas_limits(config):
         return _train(config, task or AdditionTask(), progress, on_step, eval_every,
                       stop_at_accuracy, base_params)
@@ -130,6 +135,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
         times, flops_before = {}, dict(COUNTER.counts)
         tokens, mask, old_logps, rewards, ref_logps, rounds, zero_std = sample_and_score(
             params, result.base_params, c, task, rng_data, rng_sample, times)  # (B*G, ...)
+        check_diverged(step, c, "the rollout's log-probs", old_logps)
         t2 = time.perf_counter()
         kl_in_loss = c.kl_coef > 0 and c.advantage_estimator != "reinforce_pp"
         advantages = step_advantages(c, rewards, mask, old_logps, ref_logps)
@@ -139,7 +145,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
         norms = loss_norms(mask, c)
         grads, logps, entropy = accumulate_grads(
             params, tokens, old_logps, advantages, mask, c, norms, prompt_len=P,
-            ref_per_token_logps=ref_logps if kl_in_loss else None)            # (B*G, R)
+            ref_per_token_logps=ref_logps if kl_in_loss else None, step=step)  # (B*G, R)
         loss, metrics = grpo_loss(logps, old_logps, advantages, mask, c, norms,
                                           ref_per_token_logps=ref_logps if kl_in_loss else None)
         grad_norm = clip_grad_norm(grads, c.max_grad_norm)
@@ -177,7 +183,7 @@ def step_advantages(c: GRPOConfig, rewards, mask, old_logps, ref_logps) -> np.nd
 
 def accumulate_grads(params, tokens, old_per_token_logps, advantages, completion_mask,
                      c: GRPOConfig, norms: dict, *, prompt_len: int,
-                     ref_per_token_logps=None) -> tuple:
+                     ref_per_token_logps=None, step: int | None = None) -> tuple:
     """The gradient of the clipped surrogate over ``tokens`` (n, P+R), accumulated over
     micro-batches of ``c.micro_batch_size`` rows: each micro-batch is weighted with the whole
     batch's ``norms`` (:func:`loss_norms`), so the sum equals the full batch's gradient, not a
@@ -186,7 +192,9 @@ def accumulate_grads(params, tokens, old_per_token_logps, advantages, completion
     (n, R). Shared by :func:`train_grpo`, the asynchronous loop and the Ray learners (book
     sections :ref:`sec-loss-aggregation` and :ref:`sec-ray-controller`).
 
-    Returns (grads {name: array}, per_token_logps (n, R), token entropy (n, R)).
+    Returns (grads {name: array}, per_token_logps (n, R), token entropy (n, R)). Raises
+    ValueError naming ``step`` and ``c.lr`` if the forward's log-probs or the gradients are
+    non-finite (training diverged).
     """
     n, P = len(tokens), prompt_len
     size = c.micro_batch_size or n
@@ -195,6 +203,7 @@ def accumulate_grads(params, tokens, old_per_token_logps, advantages, completion
         with COUNTER.phase("train_forward"):
             logps_all, cache = logps_forward(params, tokens[sl], c.model, c.temperature)
         logps = logps_all[:, P - 1:]                                         # (micro, R)
+        check_diverged(step, c, "the trainer's log-probs", logps)
         dlogps = np.zeros_like(logps_all)                                    # (micro, T-1)
         dlogps[:, P - 1:] = grpo_loss_grad(
             logps, old_per_token_logps[sl], advantages[sl], completion_mask[sl], c, norms,
@@ -203,6 +212,7 @@ def accumulate_grads(params, tokens, old_per_token_logps, advantages, completion
         with COUNTER.phase("train_backward"):
             g = logps_backward(dlogps, cache)
         grads = g if grads is None else {k: grads[k] + g[k] for k in grads}
+        check_diverged(step, c, "the gradients", [np.vdot(v, v) for v in g.values()])
         parts.append((logps, token_entropy(cache)[:, P - 1:]))
     return (grads, np.concatenate([p[0] for p in parts]),
             np.concatenate([p[1] for p in parts]))
@@ -232,8 +242,9 @@ def init_run(c: GRPOConfig, task, base_params) -> tuple:
 
 def frac_reward_zero_std(rewards, group_size: int) -> float:
     """The share of groups whose G rewards are all equal (their GRPO advantages are all 0, no
-    learning signal): TRL's ``frac_reward_zero_std``. rewards (B*G,), grouped in order."""
-    by_group = np.asarray(rewards).reshape(-1, group_size)                       # (B, G)
+    learning signal): TRL's ``frac_reward_zero_std``. rewards (B*G,), grouped in order;
+    ValueError as :func:`check_rewards` (a group of one allowed)."""
+    by_group = check_rewards(rewards, group_size, min_group_size=1)             # (B, G)
     return float(np.mean(by_group.max(axis=1) == by_group.min(axis=1)))
 
 

@@ -8,41 +8,50 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..checks import check_choice, check_number, check_real_array
+from .inputs import check_completion_mask, check_fits_float32, check_per_token_array
+
 __all__ = ["policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
            "aggregate_weights", "aggregate_loss", "value_loss", "value_loss_grad",
            "overlong_penalty", "AGG_MODES", "loss_norms", "grpo_loss", "grpo_loss_grad"]
 
 
-def _as_2d(name, x, shape=None):
-    """``x`` as a float array of 2-D ``shape`` (or any 2-D shape), with finite values.
-
-    Raises:
-        ValueError: naming ``name``, for a wrong shape or a NaN/inf entry.
-    """
-    x = np.asarray(x)
-    if not np.issubdtype(x.dtype, np.number) or x.ndim != 2 or (shape and x.shape != shape):
-        want = f"shape {shape}" if shape else "a 2-D (B*G, R) shape"
-        raise ValueError(f"{name} must be a numeric array of {want}, got shape {x.shape} "
-                         f"and dtype {x.dtype}")
-    if not np.isfinite(x).all():
-        i = tuple(int(v) for v in np.argwhere(~np.isfinite(x))[0])
-        raise ValueError(f"{name}{list(i)} is {x[i]}; every entry must be finite")
-    return x if np.issubdtype(x.dtype, np.floating) else x.astype(np.float64)
-
-
-def _loss_inputs(per_token_logps, old_per_token_logps, advantages, completion_mask):
-    logps = _as_2d("per_token_logps", per_token_logps)
-    old = _as_2d("old_per_token_logps", old_per_token_logps, logps.shape)
-    mask = _as_2d("completion_mask", completion_mask, logps.shape).astype(logps.dtype)
-    adv = np.asarray(advantages, dtype=logps.dtype)
+def _loss_inputs(per_token_logps, old_per_token_logps, advantages, completion_mask,
+                 clip_eps_low, clip_eps_high):
+    check_number("clip_eps_low", clip_eps_low, low=0, high=1)
+    check_number("clip_eps_high", clip_eps_high, low=0)
+    logps = check_per_token_array("per_token_logps", per_token_logps)
+    old = check_per_token_array("old_per_token_logps", old_per_token_logps, logps.shape)
+    dtype = np.result_type(logps.dtype, np.float32)     # float16: exp(12) would overflow
+    logps = logps.astype(dtype, copy=False)
+    mask = check_completion_mask(completion_mask, logps.shape).astype(dtype)
+    try:
+        adv = np.asarray(advantages)
+    except (ValueError, TypeError):                          # ragged lists
+        adv = np.asarray(None)
+    if adv.dtype.kind not in "biuf" or not np.isfinite(adv).all():
+        raise ValueError(f"advantages must be finite real numbers, got dtype {adv.dtype}; "
+                         "check the rewards")
     if adv.ndim == 1:
         adv = adv[:, None]
     if adv.shape not in ((logps.shape[0], 1), logps.shape):
         raise ValueError(f"advantages must have shape ({logps.shape[0]},) or {logps.shape}, "
                          f"got {np.shape(advantages)}")
-    if not np.isfinite(adv).all():
-        raise ValueError("advantages hold a NaN or inf; check the rewards")
-    return logps, old, adv, mask
+    adv = check_fits_float32("advantages", adv, "rescale the rewards") if dtype == np.float32 \
+        else adv.astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):      # checked by _check_loss
+        log_ratio = np.where(mask > 0, logps - old, 0)
+    return logps, old, adv, mask, log_ratio
+
+
+def _check_loss(name, x, log_ratio, adv):
+    """Raise ValueError if the loss ``x`` (or a metric) is not finite: the ratio overflowed."""
+    if not np.isfinite(x).all():
+        i = np.unravel_index(np.argmax(np.abs(log_ratio)), log_ratio.shape)
+        raise ValueError(f"{name} overflows {log_ratio.dtype}: the log-ratio per_token_logps - "
+                         f"old_per_token_logps reaches {log_ratio[i]:.4g} at {list(map(int, i))} "
+                         f"and |advantages| {np.abs(adv).max():.4g}; log-probs are <= 0 and "
+                         "stay near the old ones unless the policy diverged (lower lr)")
 
 
 def policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mask, *,
@@ -61,63 +70,79 @@ def policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mas
         as in cleanrl's ppo.py), ``clipfrac`` (share of tokens whose clipped branch is active),
         ``ratio_mean``, ``ratio_max``, all means over unmasked tokens.
     Raises:
-        ValueError: naming the argument, for mismatched shapes or non-finite values.
+        ValueError: naming the argument, for mismatched shapes, non-finite values, a mask
+            that is not 0/1, ``clip_eps_low`` outside [0, 1] or ``clip_eps_high`` negative or
+            non-finite, or a loss that overflows (a huge log-ratio). Float16 log-probs are
+            upcast to float32 (exp(12) overflows float16).
     """
-    per_token_logps, old_per_token_logps, adv, mask = _loss_inputs(
-        per_token_logps, old_per_token_logps, advantages, completion_mask)
-    log_ratio = (per_token_logps - old_per_token_logps) * mask
-    ratio = np.exp(log_ratio)
-    surr1 = ratio * adv
-    surr2 = np.clip(ratio, 1 - clip_eps_low, 1 + clip_eps_high) * adv
-    per_token_loss = -np.minimum(surr1, surr2) * mask
-    n = max(float(mask.sum()), 1.0)
-    metrics = {
-        "approx_kl": float((((ratio - 1) - log_ratio) * mask).sum() / n),
-        "clipfrac": float(((surr2 < surr1) * mask).sum() / n),
-        "ratio_mean": float((ratio * mask).sum() / n),
-        "ratio_max": float(np.where(mask > 0, ratio, -np.inf).max(initial=1.0)),
-    }
+    logps, old, adv, mask, log_ratio = _loss_inputs(
+        per_token_logps, old_per_token_logps, advantages, completion_mask, clip_eps_low,
+        clip_eps_high)
+    with np.errstate(over="ignore", invalid="ignore"):      # checked by _check_loss
+        ratio = np.exp(log_ratio)
+        surr1 = ratio * adv
+        surr2 = np.clip(ratio, 1 - clip_eps_low, 1 + clip_eps_high) * adv
+        per_token_loss = -np.minimum(surr1, surr2) * mask
+        n = max(float(mask.sum()), 1.0)
+        metrics = {
+            "approx_kl": float((((ratio - 1) - log_ratio) * mask).sum() / n),
+            "clipfrac": float(((surr2 < surr1) * mask).sum() / n),
+            "ratio_mean": float((ratio * mask).sum() / n),
+            "ratio_max": float(np.where(mask > 0, ratio, -np.inf).max(initial=1.0)),
+        }
+    _check_loss("policy_loss", [per_token_loss.sum(), *metrics.values()], log_ratio, adv)
     return per_token_loss, metrics
 
 
 def policy_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_mask, *,
                      clip_eps_low: float = 0.2, clip_eps_high: float = 0.2) -> np.ndarray:
     """d per_token_loss / d per_token_logps, (B*G, R): ``-A * ratio`` where the unclipped branch
-    is the minimum, 0 where the clipped (constant) branch is."""
-    per_token_logps, old_per_token_logps, adv, mask = _loss_inputs(
-        per_token_logps, old_per_token_logps, advantages, completion_mask)
-    ratio = np.exp((per_token_logps - old_per_token_logps) * mask)
-    unclipped = ratio * adv <= np.clip(ratio, 1 - clip_eps_low, 1 + clip_eps_high) * adv
-    return -adv * ratio * unclipped * mask
+    is the minimum, 0 where the clipped (constant) branch is. Errors as :func:`policy_loss`."""
+    logps, old, adv, mask, log_ratio = _loss_inputs(
+        per_token_logps, old_per_token_logps, advantages, completion_mask, clip_eps_low,
+        clip_eps_high)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ratio = np.exp(log_ratio)
+        unclipped = ratio * adv <= np.clip(ratio, 1 - clip_eps_low, 1 + clip_eps_high) * adv
+        grad = -adv * np.where(unclipped, ratio, 0) * mask
+    _check_loss("policy_loss_grad", grad, log_ratio, adv)
+    return grad
+
+
+def _kl_inputs(per_token_logps, ref_per_token_logps, kind):
+    check_choice("kind", kind, ("k1", "k2", "k3"))
+    logps = check_per_token_array("per_token_logps", per_token_logps)
+    logps = logps.astype(np.result_type(logps.dtype, np.float32), copy=False)   # as policy_loss
+    ref = check_per_token_array("ref_per_token_logps", ref_per_token_logps, logps.shape)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return ref - logps
+
+
+def _check_kl(name, x, d):
+    if not np.isfinite(x).all():
+        raise ValueError(f"{name} overflows {x.dtype}: ref_per_token_logps - per_token_logps "
+                         f"reaches {d.flat[np.argmax(np.abs(d))]:.4g}; log-probs are <= 0 and "
+                         "the policy stays near the reference unless it diverged (lower lr)")
+    return x
 
 
 def kl_estimate(per_token_logps, ref_per_token_logps, kind: str = "k3") -> np.ndarray:
     """Per-token estimate of KL(pi || pi_ref) from samples of pi (Schulman 2020, "Approximating
     KL divergence"): with ``d = ref_logp - logp``, k1 = -d, k2 = d^2 / 2, k3 = exp(d) - d - 1
-    (the one GRPO uses, DeepSeekMath Eq. 4). Shapes (B*G, R); ValueError for mismatched shapes,
-    non-finite values or an unknown ``kind``."""
-    logps = _as_2d("per_token_logps", per_token_logps)
-    d = _as_2d("ref_per_token_logps", ref_per_token_logps, logps.shape) - logps
-    if kind == "k1":
-        return -d
-    if kind == "k2":
-        return 0.5 * d * d
-    if kind == "k3":
-        return np.exp(d) - d - 1
-    raise ValueError(f"kind must be 'k1', 'k2' or 'k3', got {kind!r}")
+    (the one GRPO uses, DeepSeekMath Eq. 4). Shapes (B*G, R); ValueError naming the argument for
+    mismatched shapes, non-finite values, an unknown ``kind`` or an estimate that overflows."""
+    d = _kl_inputs(per_token_logps, ref_per_token_logps, kind)
+    with np.errstate(over="ignore", invalid="ignore"):
+        est = {"k1": lambda: -d, "k2": lambda: 0.5 * d * d, "k3": lambda: np.exp(d) - d - 1}
+        return _check_kl("kl_estimate", est[kind](), d)
 
 
 def kl_estimate_grad(per_token_logps, ref_per_token_logps, kind: str = "k3") -> np.ndarray:
-    """d kl_estimate / d per_token_logps, (B*G, R)."""
-    logps = _as_2d("per_token_logps", per_token_logps)
-    d = _as_2d("ref_per_token_logps", ref_per_token_logps, logps.shape) - logps
-    if kind == "k1":
-        return np.ones_like(d)
-    if kind == "k2":
-        return -d
-    if kind == "k3":
-        return 1 - np.exp(d)
-    raise ValueError(f"kind must be 'k1', 'k2' or 'k3', got {kind!r}")
+    """d kl_estimate / d per_token_logps, (B*G, R); errors as :func:`kl_estimate`."""
+    d = _kl_inputs(per_token_logps, ref_per_token_logps, kind)
+    with np.errstate(over="ignore", invalid="ignore"):
+        grad = {"k1": lambda: np.ones_like(d), "k2": lambda: -d, "k3": lambda: 1 - np.exp(d)}
+        return _check_kl("kl_estimate_grad", grad[kind](), d)
 
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
@@ -142,15 +167,15 @@ def aggregate_weights(completion_mask, mode: str = "token-mean", *, max_len: int
     mean of micro-batch means would not (verl issue #5625).
 
     Raises:
-        ValueError: a bad mask, an unknown mode, or a non-positive ``max_len``, ``num_tokens``
-            or ``num_seqs``.
+        ValueError: a mask that is not 2-D 0/1, an unknown mode, or a ``max_len``,
+            ``num_tokens`` or ``num_seqs`` that is not a finite number >= 1 (they count tokens
+            and sequences).
     """
-    mask = _as_2d("completion_mask", completion_mask).astype(np.float32)
-    if mode not in AGG_MODES:
-        raise ValueError(f"mode must be one of {AGG_MODES}, got {mode!r}")
+    mask = check_completion_mask(completion_mask).astype(np.float32)
+    check_choice("mode", mode, AGG_MODES)
     for name, v in (("max_len", max_len), ("num_tokens", num_tokens), ("num_seqs", num_seqs)):
-        if v is not None and not v > 0:
-            raise ValueError(f"{name} must be > 0, got {v!r}")
+        if v is not None:                          # counts: below 1 the weights overflow
+            check_number(name, v, low=1)
     if mode == "token-mean":
         return mask / (num_tokens if num_tokens is not None else max(float(mask.sum()), 1.0))
     n_seq = num_seqs if num_seqs is not None else mask.shape[0]
@@ -164,10 +189,32 @@ def aggregate_weights(completion_mask, mode: str = "token-mean", *, max_len: int
 def aggregate_loss(per_token_loss, completion_mask, mode: str = "token-mean", *,
                    max_len: int | None = None, num_tokens: float | None = None,
                    num_seqs: int | None = None) -> float:
-    """Scalar loss from per-token losses (B*G, R); see :func:`aggregate_weights`."""
+    """Scalar loss from per-token losses (B*G, R); see :func:`aggregate_weights`. Raises
+    ValueError as it does, for a bad ``per_token_loss`` or a sum that overflows."""
     weights = aggregate_weights(completion_mask, mode, max_len=max_len, num_tokens=num_tokens,
                                 num_seqs=num_seqs)
-    return float((weights * _as_2d("per_token_loss", per_token_loss, weights.shape)).sum())
+    loss = check_per_token_array("per_token_loss", per_token_loss, weights.shape)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float((weights * loss).sum())
+    if not np.isfinite(total):
+        raise ValueError(f"the aggregated loss overflows: per_token_loss reaches "
+                         f"{np.abs(loss).max():.4g}; rescale the loss")
+    return total
+
+
+def _value_inputs(values, old_values, returns, completion_mask, clip_eps):
+    check_number("clip_eps", clip_eps, low=0)
+    v = check_per_token_array("values", values)
+    old = check_per_token_array("old_values", old_values, v.shape)
+    ret = check_per_token_array("returns", returns, v.shape)
+    return v, old, ret, check_completion_mask(completion_mask, v.shape).astype(v.dtype)
+
+
+def _check_value(x, v, ret):
+    if not np.isfinite(x).all():
+        raise ValueError(f"the value loss overflows {v.dtype}: values reach "
+                         f"{np.abs(v).max():.4g} and returns {np.abs(ret).max():.4g}; rescale "
+                         "the rewards (or lower critic_lr if the critic diverged)")
 
 
 def value_loss(values, old_values, returns, completion_mask, *, clip_eps: float = 0.2):
@@ -178,20 +225,21 @@ def value_loss(values, old_values, returns, completion_mask, *, clip_eps: float 
         values, old_values, returns: (B*G, R) current and rollout-time values, GAE returns.
     Returns:
         per_token_loss (B*G, R) (0 where masked) and metrics ``vf_clipfrac`` (share of tokens where
-        the clipped term is the larger one) and ``explained_variance`` of the returns.
+        the clipped term is the larger one) and ``explained_variance`` of the returns (NaN when
+        the returns do not vary).
     Raises:
-        ValueError: naming the argument for mismatched shapes or non-finite values.
+        ValueError: naming the argument for mismatched shapes, non-finite values, a mask that
+            is not 0/1, a negative or non-finite ``clip_eps``, or a loss that overflows.
     """
-    v = _as_2d("values", values)
-    old = _as_2d("old_values", old_values, v.shape)
-    ret = _as_2d("returns", returns, v.shape)
-    mask = _as_2d("completion_mask", completion_mask, v.shape).astype(v.dtype)
-    clipped = old + np.clip(v - old, -clip_eps, clip_eps)
-    unclipped_sq, clipped_sq = (v - ret) ** 2, (clipped - ret) ** 2
-    per_token_loss = 0.5 * np.maximum(unclipped_sq, clipped_sq) * mask
-    n = max(float(mask.sum()), 1.0)
-    ret_var = float((((ret - (ret * mask).sum() / n) * mask) ** 2).sum() / n)
-    err_var = float(((((ret - v) - ((ret - v) * mask).sum() / n) * mask) ** 2).sum() / n)
+    v, old, ret, mask = _value_inputs(values, old_values, returns, completion_mask, clip_eps)
+    with np.errstate(over="ignore", invalid="ignore"):      # checked below
+        clipped = old + np.clip(v - old, -clip_eps, clip_eps)
+        unclipped_sq, clipped_sq = (v - ret) ** 2, (clipped - ret) ** 2
+        per_token_loss = 0.5 * np.maximum(unclipped_sq, clipped_sq) * mask
+        n = max(float(mask.sum()), 1.0)
+        ret_var = float((((ret - (ret * mask).sum() / n) * mask) ** 2).sum() / n)
+        err_var = float(((((ret - v) - ((ret - v) * mask).sum() / n) * mask) ** 2).sum() / n)
+    _check_value([per_token_loss.sum(), ret_var, err_var], v, ret)
     return per_token_loss, {
         "vf_clipfrac": float(((clipped_sq > unclipped_sq) * mask).sum() / n),
         "explained_variance": 1.0 - err_var / ret_var if ret_var > 0 else float("nan"),
@@ -200,15 +248,15 @@ def value_loss(values, old_values, returns, completion_mask, *, clip_eps: float 
 
 def value_loss_grad(values, old_values, returns, completion_mask, *,
                     clip_eps: float = 0.2) -> np.ndarray:
-    """d per_token_loss / d values of :func:`value_loss`, (B*G, R)."""
-    v = _as_2d("values", values)
-    old = _as_2d("old_values", old_values, v.shape)
-    ret = _as_2d("returns", returns, v.shape)
-    mask = _as_2d("completion_mask", completion_mask, v.shape).astype(v.dtype)
-    inside = np.abs(v - old) < clip_eps                      # clip passes the gradient through
-    clipped = old + np.clip(v - old, -clip_eps, clip_eps)
-    use_clipped = (clipped - ret) ** 2 > (v - ret) ** 2
-    return np.where(use_clipped, (clipped - ret) * inside, v - ret) * mask
+    """d per_token_loss / d values of :func:`value_loss`, (B*G, R); errors as it."""
+    v, old, ret, mask = _value_inputs(values, old_values, returns, completion_mask, clip_eps)
+    with np.errstate(over="ignore", invalid="ignore"):
+        inside = np.abs(v - old) < clip_eps                  # clip passes the gradient through
+        clipped = old + np.clip(v - old, -clip_eps, clip_eps)
+        use_clipped = (clipped - ret) ** 2 > (v - ret) ** 2
+        grad = np.where(use_clipped, (clipped - ret) * inside, v - ret) * mask
+    _check_value(grad, v, ret)
+    return grad
 
 
 def overlong_penalty(lengths, max_len: int, buffer_len: int, factor: float = 1.0) -> np.ndarray:
@@ -222,14 +270,17 @@ def overlong_penalty(lengths, max_len: int, buffer_len: int, factor: float = 1.0
     Returns:
         penalties (B*G,) float32 in [-factor, 0].
     Raises:
-        ValueError: ``buffer_len`` not in (0, max_len), negative lengths or factor.
+        ValueError: ``max_len`` or ``buffer_len`` not finite numbers with
+            0 < buffer_len < max_len, lengths that are not finite and >= 0, or a negative or
+            non-finite factor.
     """
-    if not 0 < buffer_len < max_len:
+    check_number("max_len", max_len, low=0, low_open=True)
+    check_number("buffer_len", buffer_len, low=0, low_open=True)
+    if not buffer_len < max_len:
         raise ValueError(f"buffer_len must be in (0, max_len={max_len}), got {buffer_len!r}")
-    if not factor >= 0:
-        raise ValueError(f"factor must be >= 0, got {factor!r}")
-    n = np.asarray(lengths, dtype=np.float64)
-    if n.ndim != 1 or (n < 0).any():
+    check_number("factor", factor, low=0)
+    n = check_real_array("lengths", lengths, low=0)
+    if n.ndim != 1:
         raise ValueError(f"lengths must be a 1-D array of non-negative lengths, got {n.shape}")
     soft = ((max_len - buffer_len) - n) / buffer_len
     return (factor * np.clip(soft, -1.0, 0.0)).astype(np.float32)
@@ -241,6 +292,7 @@ def loss_norms(completion_mask, config) -> dict:
     :class:`~rlmperf_lite.rl.GRPOConfig` (its ``max_new_tokens``)."""
     # once per batch, passed to every micro-batch and data-parallel rank, so that their summed
     # gradients equal the whole batch's (verl #5625; book section sec-loss-aggregation)
+    check_completion_mask(completion_mask)
     return {"max_len": config.max_new_tokens,
             "num_tokens": max(float(np.sum(completion_mask)), 1.0),
             "num_seqs": int(np.shape(completion_mask)[0])}

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_choice, check_int, check_number
+from ..checks import check_bool, check_choice, check_int, check_number
 from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, init_value_params, logps_backward,
                   logps_forward, token_entropy, token_logps, values_backward, values_forward)
 from ..tasks import AdditionTask
-from .common import (RLConfig, RLResult, blas_limits, check_fits_task, check_run_args,
-                     end_step, flops_since, lr_factor, step_range, timed)
+from .common import (RLConfig, RLResult, blas_limits, check_diverged, check_fits_task,
+                     check_loop_args, end_step, flops_since, lr_factor, step_range, timed)
 from .gae import gae
 from .losses import (aggregate_weights, kl_estimate, kl_estimate_grad, policy_loss,
                      policy_loss_grad, value_loss, value_loss_grad)
@@ -70,6 +70,7 @@ class PPOConfig(RLConfig):
         for name in ("gamma", "lam"):
             check_number(f"PPOConfig.{name}", getattr(self, name), low=0, high=1)
         check_choice("PPOConfig.kl_in", self.kl_in, ("reward", "loss"))
+        check_bool("PPOConfig.norm_adv", self.norm_adv)
 
 
 def _mean(values) -> float | None:
@@ -83,8 +84,10 @@ def train_ppo(config: PPOConfig = PPOConfig(), *, task: AdditionTask | None = No
               progress: bool = False, on_step=None, eval_every: int = 0,
               stop_at_accuracy: float | None = None) -> RLResult:
     """Warm-start then PPO; same arguments and result as :func:`rlmperf_lite.rl.train_grpo`.
-    History rows add ``value_loss``, ``vf_clipfrac``, ``explained_variance`` and ``values_s``."""
-    check_run_args(eval_every, stop_at_accuracy)
+    History rows add ``value_loss``, ``vf_clipfrac``, ``explained_variance`` and ``values_s``.
+    Raises ValueError naming the argument, as train_grpo (``config`` must be a PPOConfig; a
+    diverged critic names ``critic_lr``)."""
+    check_loop_args(config, PPOConfig, task, progress, on_step, eval_every, stop_at_accuracy)
     with blas_limits(config):
         return _train(config, task or AdditionTask(), progress, on_step, eval_every,
                       stop_at_accuracy)
@@ -105,9 +108,10 @@ def _train(c: PPOConfig, task, progress, on_step, eval_every, stop_at_accuracy) 
     for step in steps:
         times, flops_before = {}, dict(COUNTER.counts)
         opt.lr, vopt.lr = c.lr * lr_factor(step, c), c.critic_lr * lr_factor(step, c)
-        b = _experience(params, vparams, result.base_params, c, task, rng_data, rng_sample, times)
+        b = _experience(params, vparams, result.base_params, c, task, rng_data, rng_sample, times,
+                        step)
         with timed(times, "update_s"):
-            logs = [_minibatch_update(params, vparams, opt, vopt, b, mb, c, task.prompt_len)
+            logs = [_minibatch_update(params, vparams, opt, vopt, b, mb, c, task.prompt_len, step)
                     for _ in range(c.ppo_epochs)
                     for mb in np.array_split(rng_mb.permutation(c.num_prompts),
                                              c.num_minibatches)]
@@ -124,7 +128,7 @@ def _train(c: PPOConfig, task, progress, on_step, eval_every, stop_at_accuracy) 
 
 
 def _experience(params, vparams, ref_params, c: PPOConfig, task, rng_data, rng_sample,
-                times: dict) -> dict:
+                times: dict, step: int) -> dict:
     """One step's rollout, rewards (KL in the reward when ``kl_in="reward"``), values and GAE
     advantages: {tokens (n, P+R), mask, old_logps, ref (or None), old_values, advantages,
     returns (n, R), rewards (n,)}, timing each phase into ``times``."""
@@ -135,6 +139,7 @@ def _experience(params, vparams, ref_params, c: PPOConfig, task, rng_data, rng_s
                            eos_id=task.eos_id, pad_id=task.pad_id,
                            temperature=c.temperature, rng=rng_sample)
     tokens, mask, old_logps = rollout.tokens, rollout.completion_mask, rollout.per_token_logps
+    check_diverged(step, c, "the rollout's log-probs", old_logps)
     R, ref = mask.shape[1], None
     with timed(times, "reward_s"):
         token_rewards = np.zeros_like(mask)
@@ -147,6 +152,7 @@ def _experience(params, vparams, ref_params, c: PPOConfig, task, rng_data, rng_s
                 token_rewards -= c.kl_coef * kl_estimate(old_logps, ref, "k1") * mask
     with timed(times, "values_s"), COUNTER.phase("values"):
         old_values = values_forward(vparams, tokens, cfg)[0][:, P - 1:P - 1 + R]
+    check_diverged(step, c, "the critic's values", old_values, lr_field="critic_lr")
     with timed(times, "advantages_s"):
         advantages, returns = gae(token_rewards, old_values, mask, c.gamma, c.lam)
         if c.norm_adv:                                      # over the batch's tokens
@@ -157,7 +163,8 @@ def _experience(params, vparams, ref_params, c: PPOConfig, task, rng_data, rng_s
                 advantages=advantages, returns=returns, rewards=rewards)
 
 
-def _minibatch_update(params, vparams, opt, vopt, b: dict, mb, c: PPOConfig, P: int) -> dict:
+def _minibatch_update(params, vparams, opt, vopt, b: dict, mb, c: PPOConfig, P: int,
+                      step: int) -> dict:
     """One AdamW step of the policy on the clipped surrogate (plus k3 in the loss when
     ``kl_in="loss"``) and one of the critic on the clipped value loss, over rows ``mb`` of the
     batch ``b``; returns the minibatch's metrics."""
@@ -167,6 +174,7 @@ def _minibatch_update(params, vparams, opt, vopt, b: dict, mb, c: PPOConfig, P: 
     with COUNTER.phase("train_forward"):
         logps_all, cache = logps_forward(params, b["tokens"][mb], cfg, c.temperature)
     logps = logps_all[:, P - 1:]
+    check_diverged(step, c, "the trainer's log-probs", logps)
     _, metrics = policy_loss(logps, old_logps, adv, mask, clip_eps_low=c.clip_eps,
                              clip_eps_high=c.clip_eps)
     dloss = policy_loss_grad(logps, old_logps, adv, mask, clip_eps_low=c.clip_eps,
@@ -181,11 +189,13 @@ def _minibatch_update(params, vparams, opt, vopt, b: dict, mb, c: PPOConfig, P: 
     dlogps[:, P - 1:] = weights * dloss
     with COUNTER.phase("train_backward"):
         grads = logps_backward(dlogps, cache)
+    check_diverged(step, c, "the policy's gradients", [np.vdot(g, g) for g in grads.values()])
     metrics["grad_norm"] = clip_grad_norm(grads, c.max_grad_norm)
     opt.step(params, grads)
     with COUNTER.phase("critic_forward"):
         values_all, vcache = values_forward(vparams, b["tokens"][mb], cfg)
     values = values_all[:, P - 1:P - 1 + R]
+    check_diverged(step, c, "the critic's values", values, lr_field="critic_lr")
     old_values, returns = b["old_values"][mb], b["returns"][mb]
     vloss, vmetrics = value_loss(values, old_values, returns, mask, clip_eps=c.vf_clip_eps)
     dvalues = np.zeros_like(values_all)
@@ -193,6 +203,8 @@ def _minibatch_update(params, vparams, opt, vopt, b: dict, mb, c: PPOConfig, P: 
                                                             clip_eps=c.vf_clip_eps)
     with COUNTER.phase("critic_backward"):
         vgrads = values_backward(dvalues, vcache)
+    check_diverged(step, c, "the critic's gradients", [np.vdot(g, g) for g in vgrads.values()],
+                   lr_field="critic_lr")
     clip_grad_norm(vgrads, c.max_grad_norm)
     vopt.step(vparams, vgrads)
     entropy = token_entropy(cache)[:, P - 1:]

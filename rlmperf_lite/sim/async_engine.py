@@ -29,6 +29,7 @@ from collections import deque
 
 import numpy as np
 
+from ..checks import check_int, check_number
 from .phases import PoolClock, run_train_phases
 from .system import RLSystem
 from .replica import Replica
@@ -38,8 +39,29 @@ __all__ = ["admission_cap", "simulate_async"]
 
 
 def admission_cap(version: int, staleness: float, prompts: int) -> int:
-    """Groups the engine may have taken once it holds ``version``: floor((v + 1 + s) B)."""
-    return math.floor((version + 1 + staleness) * prompts + 1e-9)
+    """Groups the engine may have taken once it holds ``version``: floor((v + 1 + s) B).
+
+    ``version`` may be below 0 down to -(1 + s) (a window looking k versions back, as the
+    work-depth model's ``chain_window`` does); the cap is never negative.
+
+    Raises:
+        ValueError: ``version`` not an int in [-(1 + staleness), 2**52], ``staleness`` not a
+            finite number in [0, 1000] (as ``RLSystem.staleness``), ``prompts`` not an int in
+            [1, 2**52] (2**52: exact in float64).
+    """
+    check_number("staleness", staleness, low=0, high=1000)
+    check_int("prompts", prompts, 1)
+    check_int("version", version, math.ceil(-1 - staleness - 1e-9))
+    for name, value in (("version", version), ("prompts", prompts)):
+        if value > 2**52:
+            raise ValueError(f"{name} must be an int <= 2**52, got {value!r}")
+    return _cap(version, staleness, prompts)
+
+
+def _cap(version, staleness, prompts) -> int:
+    """:func:`admission_cap` without its checks, for the event loop (validated inputs, called
+    once per event)."""
+    return max(0, math.floor((version + 1 + staleness) * prompts + 1e-9))
 
 
 class _Run:
@@ -95,7 +117,7 @@ class _Run:
 
     def admit_and_start(self, t, replicas=()):
         G, reps = self.wl.group_size, self.sys.replicas
-        cap = min(admission_cap(self.v_engine, self.sys.staleness, self.wl.prompts),
+        cap = min(_cap(self.v_engine, self.sys.staleness, self.wl.prompts),
                   self.n_groups)
         touched = set(replicas)
         while self.admitted < cap:

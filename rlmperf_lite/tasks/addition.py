@@ -22,14 +22,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..checks import check_choice, check_int, check_number
+
 __all__ = ["AdditionTask"]
 
 _CHARS = "0123456789+="
+_TOKENIZER = {"vocab_size": 14, "plus_id": 10, "equals_id": 11, "eos_id": 12, "pad_id": 13,
+              "prompt_len": 6, "max_answer_len": 4}     # fixed by the encoding: not settable
 
 
 @dataclass(frozen=True)
 class AdditionTask:
-    """Token ids: digits 0-9 are ids 0-9, then ``+`` (10), ``=`` (11), end (12), pad (13)."""
+    """Token ids: digits 0-9 are ids 0-9, then ``+`` (10), ``=`` (11), end (12), pad (13).
+
+    Raises:
+        ValueError: naming the field, for ``num_eval`` not an int in [1, 9999],
+            ``warmstart_fraction`` not a number in (0, 1], ``split_seed`` not an int >= 0, or
+            a token id or length other than the encoding's (those fields are fixed).
+    """
 
     num_eval: int = 1000
     """Held-out evaluation pairs."""
@@ -48,11 +58,17 @@ class AdditionTask:
     _split: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if not isinstance(self.num_eval, (int, np.integer)) or not 0 < self.num_eval < 10_000:
-            raise ValueError(f"num_eval must be in (0, 10000), got {self.num_eval!r}")
-        if not 0 < self.warmstart_fraction <= 1:
-            raise ValueError(f"warmstart_fraction must be in (0, 1], got "
-                             f"{self.warmstart_fraction!r}")
+        check_int("AdditionTask.num_eval", self.num_eval, 1)
+        if self.num_eval >= 10_000:
+            raise ValueError(f"AdditionTask.num_eval must be in (0, 10000) (10,000 pairs in all, "
+                             f"some left to train on), got {self.num_eval!r}")
+        check_number("AdditionTask.warmstart_fraction", self.warmstart_fraction, low=0, high=1,
+                     low_open=True)
+        check_int("AdditionTask.split_seed", self.split_seed, 0)
+        for name, fixed in _TOKENIZER.items():
+            if getattr(self, name) != fixed:
+                raise ValueError(f"AdditionTask.{name} is fixed at {fixed} by the task's "
+                                 f"encoding; leave it unset, got {getattr(self, name)!r}")
         perm = np.random.default_rng(self.split_seed).permutation(10_000)
         pairs = np.stack([perm // 100, perm % 100], axis=1)                  # (10000, 2)
         train = pairs[self.num_eval:]
@@ -62,8 +78,7 @@ class AdditionTask:
 
     def pairs(self, split: str) -> np.ndarray:
         """(n, 2) int operand pairs of ``split``: "train", "eval" or "warmstart"."""
-        if split not in self._split:
-            raise ValueError(f"split must be one of {sorted(self._split)}, got {split!r}")
+        check_choice("split", split, sorted(self._split))
         return self._split[split]
 
     def encode_prompts(self, pairs) -> np.ndarray:
@@ -90,9 +105,12 @@ class AdditionTask:
 
     def sample_prompts(self, rng: np.random.Generator, num_prompts: int,
                        split: str = "train"):
-        """Draw ``num_prompts`` pairs uniformly (with replacement) -> (prompt ids, pairs)."""
-        if not isinstance(num_prompts, (int, np.integer)) or num_prompts < 1:
-            raise ValueError(f"num_prompts must be an int >= 1, got {num_prompts!r}")
+        """Draw ``num_prompts`` pairs uniformly (with replacement) -> (prompt ids, pairs).
+        ValueError for ``rng`` not a ``np.random.Generator`` or ``num_prompts`` not an int >= 1."""
+        if not isinstance(rng, np.random.Generator):
+            raise ValueError(f"rng must be a np.random.Generator (np.random.default_rng(seed)), "
+                             f"got {type(rng).__name__}")
+        check_int("num_prompts", num_prompts, 1)
         pool = self.pairs(split)
         pairs = pool[rng.integers(0, len(pool), size=num_prompts)]
         return self.encode_prompts(pairs), pairs
@@ -106,13 +124,16 @@ class AdditionTask:
         Returns:
             rewards (N,) float32 in {0.0, 1.0}.
         Raises:
-            ValueError: if ``completions`` is not 2-D or its length differs from ``pairs``'.
+            ValueError: if ``completions`` is not a 2-D integer array or its length differs
+                from ``pairs``'.
         """
         completions = np.asarray(completions)
         answers = self.answer_tokens(pairs)
-        if completions.ndim != 2 or len(completions) != len(answers):
-            raise ValueError(f"completions must be 2-D with one row per pair ({len(answers)}), "
-                             f"got shape {completions.shape}")
+        if completions.ndim != 2 or len(completions) != len(answers) \
+                or (completions.size and completions.dtype.kind not in "iu"):
+            raise ValueError(f"completions must be a 2-D integer array of token ids with one row "
+                             f"per pair ({len(answers)}), got shape {completions.shape} and "
+                             f"dtype {completions.dtype}")
         out = np.zeros(len(completions), dtype=np.float32)
         for i, (ans, row) in enumerate(zip(answers, completions)):
             out[i] = float(len(row) >= len(ans) and list(row[:len(ans)]) == ans)
@@ -136,5 +157,11 @@ class AdditionTask:
         return tokens, loss_mask
 
     def decode(self, ids) -> str:
-        """Readable text of a sequence of ids (end shown as ``$``, pad as ``.``)."""
+        """Readable text of a sequence of ids (end shown as ``$``, pad as ``.``); ValueError
+        unless every id is an int in [0, vocab_size)."""
+        ids = np.asarray(ids)
+        if ids.ndim != 1 or (ids.size and (ids.dtype.kind not in "iu" or ids.min() < 0
+                                           or ids.max() >= self.vocab_size)):
+            raise ValueError(f"ids must be a 1-D sequence of int token ids in [0, "
+                             f"{self.vocab_size}), got {ids.tolist()!r}")
         return "".join(_CHARS[i] if i < 12 else ("$" if i == self.eos_id else ".") for i in ids)
