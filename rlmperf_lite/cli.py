@@ -3,7 +3,7 @@
 
     rlmperf train --algo {grpo,dr_grpo,dapo,rloo,reinforce_pp,ppo} --seed 0 [--steps N] [--json]
     rlmperf train --runtime ray [--address ADDR] [--ray-mode {colocated,sync,one_step_off,async}]
-        [--staleness K] [--cpus-per-actor C]
+        [--staleness K] [--cpus-per-actor C] [--placement {default,spread}]
     rlmperf workdepth [--num-layers L ...] [--json]        # the toy model, FLOPs and rounds
     rlmperf workdepth --model qwen2.5-7b --hardware h100 --gpus 64 ... [--json]   # seconds
     rlmperf estimate --model qwen2.5-7b --hardware h100 --algo grpo --prompts 32 \
@@ -58,11 +58,12 @@ def _train(args) -> int:
                             args.ray_mode)              # refused here, before Ray starts
         init_ray(args.address)
         result = train_ray(config, mode=args.ray_mode, on_step=emit,
-                           cpus_per_actor=args.cpus_per_actor)
+                           cpus_per_actor=args.cpus_per_actor, placement=args.placement)
     else:
         for flag, value, default in (("address", args.address, None),
                                      ("staleness", args.staleness, None),
-                                     ("cpus-per-actor", args.cpus_per_actor, 0.0)):
+                                     ("cpus-per-actor", args.cpus_per_actor, 0.0),
+                                     ("placement", args.placement, "default")):
             if value != default:
                 raise ValueError(f"--{flag} is an option of --runtime ray")
         result = train(config, task=task, progress=not args.json, on_step=emit,
@@ -77,6 +78,8 @@ def _train(args) -> int:
         "warmstart_s": result.warmstart_s,
         "wall_s": time.perf_counter() - t0,
     }
+    if args.runtime == "ray":                   # where each actor ran: node 0 is the driver's
+        summary["actor_nodes"] = {a["lane"]: a["node"] for a in result.actors}
     if args.json:
         print(json.dumps(summary, allow_nan=False), flush=True)
     else:
@@ -377,6 +380,9 @@ def _train_parser(sub) -> None:
     tr.add_argument("--cpus-per-actor", type=float, default=0.0,
                     help="with --runtime ray: CPUs Ray reserves per actor (0: actors share "
                          "cores; 1 on a cluster: at most one actor per CPU of a node)")
+    tr.add_argument("--placement", choices=["default", "spread"], default="default",
+                    help="with --runtime ray: 'spread' deals the actors over the cluster's "
+                         "nodes (default: where Ray puts them)")
     tr.add_argument("--json", action="store_true", help="one JSON object per line")
     tr.set_defaults(func=_train)
 

@@ -20,7 +20,7 @@ from ..rl.common import RLResult
 from .sim_views import PHASE_SCALE, step_set, timeline_rows
 
 __all__ = ["measured_rows", "measured_timeline_chart", "measured_vs_predicted_chart",
-           "error_rows", "error_table_html", "curve_chart"]
+           "node_timeline_chart", "error_rows", "error_table_html", "curve_chart"]
 
 _EXTRA = {"advantages": "#333333", "grad_allreduce": "#d67195"}
 """Colours of the measured phases the simulator has no bar for: the controller's advantages
@@ -92,6 +92,48 @@ def measured_timeline_chart(result: RayRunResult, *, steps=None, title: str | No
     x1 = x0 + span_s if span_s else max(r["end_s"] for r in rows)
     return _gantt(rows, _lanes(rows), (x0, x1), title or f"measured on Ray: {result.mode}",
                   _phase_scale({r["phase"] for r in rows}))
+
+
+def node_timeline_chart(record: dict, *, title: str | None = None):
+    """A Gantt chart of a run recorded on several nodes
+    (:func:`~rlmperf_lite.distributed.run_record`): one row per node and actor, ``node k ·
+    lane``, grouped by node, bars coloured by phase. A run that lost a node is drawn in two
+    panels, each on its own time axis (the restart between them can last longer than all the
+    steps): until the actors started after the loss were ready, with a red rule where the node
+    was removed, and from then on (``killed["recovered_s"]`` of the record).
+
+    Raises:
+        ValueError: naming ``record`` when it is not a run record with a timeline.
+    """
+    if not isinstance(record, dict) or not record.get("timeline"):
+        raise ValueError("record must be a run record with a timeline (from "
+                         "rlmperf_lite.distributed.run_record or load_run_records)")
+    order = {lane: k for k, lane in enumerate(_lanes(record["timeline"]))}
+    rows = [{**bar, "row": f"node {bar['node']} · {bar['lane']}"} for bar in record["timeline"]]
+    lanes = [row for *_, row in sorted({(r["node"], order[r["lane"]], r["row"]) for r in rows})]
+    scale = _phase_scale({r["phase"] for r in rows})
+    name = title or f"{record['mode']} on {record['num_nodes']} nodes"
+    killed = record.get("killed") or {}
+    split = killed.get("recovered_s")
+    if split is None:
+        return _node_panel(rows, lanes, name, scale)
+    before = [r for r in rows if r["start_s"] < split]
+    after = [r for r in rows if r["start_s"] >= split]
+    mark = alt.Data(values=[{"at_s": killed["at_s"], "label": f"node {killed['node']} removed"}])
+    rule = alt.Chart(mark).mark_rule(color="#c0392b", strokeWidth=2).encode(x="at_s:Q")
+    text = alt.Chart(mark).mark_text(color="#c0392b", align="right", dx=-4, y=4,
+                                     baseline="top").encode(x="at_s:Q", text="label:N")
+    top = alt.layer(_node_panel(before, lanes, f"{name}: until node {killed['node']} was lost",
+                                scale), rule, text)
+    bottom = _node_panel(after, lanes, f"after the recovery: the actors started again were "
+                                       f"ready at {split:.2f} s", scale)
+    return alt.vconcat(top, bottom).resolve_scale(x="independent", color="shared")
+
+
+def _node_panel(rows: list[dict], lanes: list, title: str, scale: alt.Scale):
+    domain = (min(r["start_s"] for r in rows), max(r["end_s"] for r in rows))
+    return _gantt(rows, lanes, domain, title, scale).encode(
+        y=alt.Y("row:N", sort=lanes, title=None))
 
 
 def _predicted_rows(comparison: RunComparison, steps) -> list[dict]:

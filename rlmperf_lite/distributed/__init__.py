@@ -9,19 +9,26 @@ every actor's phases in the simulator's format. Dead rollout workers are replace
 (:class:`~rlmperf_lite.distributed.RolloutPool`); a run checkpoints and resumes
 (:func:`~rlmperf_lite.distributed.save_checkpoint`,
 :func:`~rlmperf_lite.distributed.load_checkpoint`). :func:`~rlmperf_lite.distributed.compare_run`
-sets a run next to the simulator's prediction from its own measured phase costs.
+sets a run next to the simulator's prediction from its own measured phase costs. On several
+nodes (:class:`~rlmperf_lite.distributed.LocalCluster` starts them on one machine) the actors
+can be spread over them (:data:`~rlmperf_lite.distributed.PLACEMENTS`), and a run survives the
+loss of a node (:func:`~rlmperf_lite.distributed.run_with_node_loss`).
 """
 from .checkpoint import Checkpoint, check_resume, load_checkpoint, save_checkpoint
 from .controller import Controller, train_ray
 from .costs import (REFERENCE_COSTS, SIM_PHASE, SYNC_MODELS, ControllerWorkDepth, ToyCosts,
                     controller_workdepth, measured_costs, result_config)
-from .faults import RolloutPool, get_or_report, raise_if_dead
-from .modes import (MODE_STALENESS, MODES, Placement, check_cpus, check_layout, mode_config,
-                    mode_staleness, place_actors, run_config)
+from .faults import RolloutPool, WorkerLost, get_or_report, raise_if_dead
+from .modes import (MODE_STALENESS, MODES, PLACEMENTS, Placement, check_cpus, check_layout,
+                    least_loaded_node, mode_config, mode_staleness, place_actors, run_config,
+                    spread_order)
+from .multinode import (RECORD_KEYS, RECORDED_RUNS, load_run_records, run_record,
+                        run_with_node_loss)
 from .predict import (PoolShare, RunComparison, compare_run, measured_compute, predict_run,
                       toy_system, toy_workload)
-from .result import PHASE_TIMES, RayRunResult, phase_overlap_s, phase_times, to_intervals
-from .runtime import init_ray, local_num_cpus, shutdown_ray
+from .result import (PHASE_TIMES, RayRunResult, phase_overlap_s, phase_times, timeline_nodes,
+                     to_intervals)
+from .runtime import LocalCluster, alive_node_ids, init_ray, local_num_cpus, shutdown_ray
 from .workers import (ColocatedWorker, Learner, PhaseLog, RefRewardWorker, RoleHandle,
                       RolloutWorker)
 
@@ -34,4 +41,6 @@ __all__ = ["Controller", "train_ray", "MODES", "MODE_STALENESS", "run_config", "
            "SIM_PHASE", "ToyCosts", "REFERENCE_COSTS", "result_config", "measured_costs",
            "SYNC_MODELS", "ControllerWorkDepth", "controller_workdepth", "toy_workload",
            "toy_system", "predict_run", "measured_compute", "PoolShare", "RunComparison",
-           "compare_run"]
+           "compare_run", "PLACEMENTS", "spread_order", "least_loaded_node", "WorkerLost",
+           "timeline_nodes", "LocalCluster", "alive_node_ids", "run_with_node_loss",
+           "run_record", "RECORD_KEYS", "RECORDED_RUNS", "load_run_records"]

@@ -15,7 +15,10 @@ each sample a contiguous share of the prompts with a child stream of it (``spawn
 distribution, other draws. L > 1 learners sum their gradients in another order than one
 learner's backward: equal to float rounding. Each actor's phases come back as a timeline in the
 simulator's format (:class:`~rlmperf_lite.distributed.RayRunResult`), so the measured and the
-predicted run share one chart.
+predicted run share one chart. On a cluster the actors may be spread over the nodes, and a
+run survives the loss of a node: rollout workers are started again on the surviving nodes,
+and a lost learner or reference/reward worker sends the whole run back to its last checkpoint
+(book section sec-ray-multinode).
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import numpy as np
 import ray
 from ray.exceptions import RayTaskError
 
-from ..checks import check_int, check_number
+from ..checks import check_choice, check_int, check_number
 from ..nn import copy_params
 from ..rl.async_grpo import AsyncGRPOConfig, objective_inputs, step_metrics
 from ..rl.common import blas_limits, check_fits_task, lr_factor
@@ -37,10 +40,10 @@ from ..rl.losses import grpo_loss, loss_norms, policy_loss
 from ..rl.warmstart import warm_start
 from ..tasks import AdditionTask
 from .checkpoint import Checkpoint, check_resume, load_checkpoint, save_checkpoint
-from .faults import RolloutPool, get_or_report, raise_if_dead
-from .modes import check_cpus, check_layout, mode_config, place_actors, run_config
+from .faults import RolloutPool, WorkerLost, get_or_report, raise_if_dead
+from .modes import PLACEMENTS, check_cpus, check_layout, mode_config, place_actors, run_config
 from .result import RayRunResult, phase_times, to_intervals
-from .runtime import init_ray
+from .runtime import alive_node_ids, init_ray
 from .workers import PhaseLog, rng_from_state
 
 __all__ = ["Controller", "train_ray"]
@@ -63,7 +66,9 @@ def _check_checkpointing(checkpoint_every, checkpoint_dir, resume_from, base_par
 
 
 class Controller:
-    """Starts the actors of one run and drives its steps; see the module docstring.
+    """Starts the actors of one run and drives its steps; see the module docstring. Once
+    :meth:`run` started, ``started_s`` is the epoch time of its first step (the zero of the
+    timeline) and ``node_losses`` lists the nodes lost so far.
 
     Args:
         config: GRPOConfig or AsyncGRPOConfig (``dynamic_sampling`` unsupported).
@@ -79,8 +84,13 @@ class Controller:
             the directory is created at once.
         max_worker_replacements: dead rollout workers replaced over the run.
         cpus_per_actor: Ray CPUs reserved per actor; 0 lets any number share a laptop's cores.
-            On a cluster, 1 keeps Ray from packing more actors on a node than it has CPUs
-            (spreading them further takes a placement group, :ref:`sec-ray-cluster`).
+            On a cluster, 1 keeps Ray from packing more actors on a node than it has CPUs.
+        placement: which nodes the actors go on, one of
+            :data:`~rlmperf_lite.distributed.PLACEMENTS`: ``"default"`` (Ray's choice; on one
+            machine, all on it) or ``"spread"`` (dealt over the alive nodes).
+        max_resumes: times a run whose learner or reference/reward worker died (a node lost,
+            say) starts every actor again from its last checkpoint (or its start, before the
+            first) and replays the steps since; 0 ends the run with the error instead.
     Raises:
         ValueError: naming the bad argument.
     """
@@ -89,12 +99,16 @@ class Controller:
                  num_learners: int = 1, task: AdditionTask | None = None,
                  base_params: dict | None = None, resume_from=None, checkpoint_dir=None,
                  checkpoint_every: int = 0, max_worker_replacements: int = 2,
-                 cpus_per_actor: float = 0.0):
+                 cpus_per_actor: float = 0.0, placement: str = "default",
+                 max_resumes: int = 0):
         c = self.c = run_config(config, mode)
         self.mode, self.k = mode, c.staleness
         check_int("checkpoint_every", checkpoint_every, 0)
         check_int("max_worker_replacements", max_worker_replacements, 0)
         check_number("cpus_per_actor", cpus_per_actor, low=0)
+        check_choice("placement", placement, PLACEMENTS)
+        check_int("max_resumes", max_resumes, 0)
+        self.node_placement, self._resumes_left = placement, max_resumes
         if task is not None and not isinstance(task, AdditionTask):
             raise ValueError(f"task must be None or an AdditionTask, got {type(task).__name__}")
         self.task = task or AdditionTask()
@@ -119,49 +133,73 @@ class Controller:
         if not ray.is_initialized():
             init_ray()
         check_cpus(mode, W, L, cpus_per_actor)          # before the warm start, not after
-        rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)  # as the loops
-        t0, self.warmstart_s = time.perf_counter(), 0.0
-        if ckpt is not None:
-            params, base = ckpt.params, ckpt.base_params
-            rng_data, rng_states = rng_from_state(ckpt.rng_data_state), ckpt.rollout_rng_states
-        else:
-            if base_params is None:
-                with blas_limits(c):
-                    base_params, _ = warm_start(c.model, self.task, rng_init,
-                                                max_steps=c.warmstart_max_steps,
-                                                target_accuracy=c.warmstart_target_accuracy)
-                self.warmstart_s = time.perf_counter() - t0
-            params = base = copy_params(base_params, c.model, "base_params")
-            streams = [rng_sample] if W == 1 else rng_sample.spawn(W)
-            rng_states = [g.bit_generator.state for g in streams]
-        self.start_step = ckpt.step if ckpt else 0
-        self.base_params, self.rng_data = base, rng_data
-        self._start_actors(params, base, rng_states, ckpt)
+        state = self._initial_state(ckpt, base_params)
+        self.start_step, self.base_params = state.step, state.base_params
+        self._restart = state                   # what a resume goes back to: the last checkpoint
+        self._placements, self._pools, self.node_losses = [], [], []
+        self._created_s, self.started_s = time.time(), None   # epoch s; the first step's start
+        self._start_actors(state)
 
-    def _start_actors(self, params, base, rng_states, ckpt) -> None:
-        params_ref, base_ref = ray.put(params), ray.put(base)
+    def _initial_state(self, ckpt, base_params) -> Checkpoint:
+        """The state before the run's first step: the checkpoint it resumes, or a fresh start
+        (the given or warm-started base model, AdamW at zero, the in-process loops' streams)."""
+        c = self.c
+        rng_init, rng_data, rng_sample = np.random.default_rng(c.seed).spawn(3)  # as the loops
+        self.warmstart_s = 0.0
+        if ckpt is not None:
+            return ckpt
+        if base_params is None:
+            t0 = time.perf_counter()
+            with blas_limits(c):
+                base_params, _ = warm_start(c.model, self.task, rng_init,
+                                            max_steps=c.warmstart_max_steps,
+                                            target_accuracy=c.warmstart_target_accuracy)
+            self.warmstart_s = time.perf_counter() - t0
+        params = copy_params(base_params, c.model, "base_params")
+        streams = [rng_sample] if self.W == 1 else rng_sample.spawn(self.W)
+        zeros = {k: np.zeros_like(v) for k, v in params.items()}
+        return Checkpoint(step=0, params=params, adam_m=zeros, adam_v=zeros, adam_t=0,
+                          base_params=params, weight_versions={},
+                          rng_data_state=rng_data.bit_generator.state,
+                          rollout_rng_states=[g.bit_generator.state for g in streams],
+                          meta=self.meta)
+
+    def _start_actors(self, state: Checkpoint) -> None:
+        """Start every actor on ``state`` (the run's start, or the checkpoint of a resume)."""
+        params_ref, base_ref = ray.put(state.params), ray.put(state.base_params)
+        self.rng_data = rng_from_state(state.rng_data_state)
         self.placement = place_actors(self.mode, self.c, num_rollout_workers=self.W,
                                       num_learners=self.L, params_ref=params_ref,
-                                      base_ref=base_ref, rng_states=rng_states, task=self.task,
-                                      cpus_per_actor=self.cpus)
+                                      base_ref=base_ref, rng_states=state.rollout_rng_states,
+                                      task=self.task, cpus_per_actor=self.cpus,
+                                      placement=self.node_placement)
+        self._placements.append(self.placement)
         self.ref, self.learners = self.placement.ref, self.placement.learners
         self.weight_refs = {}                   # version -> ObjectRef (disaggregated modes)
         if self.mode != "colocated":
-            self.weight_refs[self.start_step] = params_ref
-            for v, w in (ckpt.weight_versions.items() if ckpt else ()):
+            self.weight_refs[state.step] = params_ref
+            for v, w in state.weight_versions.items():
                 self.weight_refs[int(v)] = ray.put(w)
-        self.rollouts = RolloutPool(self.placement.rollout, rng_states, self.weight_refs,
-                                    make_worker=self.placement.make_worker,
+        used = sum(len(pool.replacements) for pool in self._pools)
+        self.rollouts = RolloutPool(self.placement.rollout, state.rollout_rng_states,
+                                    self.weight_refs, make_worker=self.placement.make_worker,
                                     max_replacements=self._max_replacements)
-        if ckpt is not None:
-            state = ray.put({"params": ckpt.params, "m": ckpt.adam_m, "v": ckpt.adam_v,
-                             "t": ckpt.adam_t})
-            ray.get([h.call("load_state", state) for h in self.learners])
+        self.rollouts.replacements_left = max(0, self._max_replacements - used)   # per run
+        self._pools.append(self.rollouts)
+        if state.adam_t > 0:                    # a fresh AdamW is at zero already
+            moments = ray.put({"params": state.params, "m": state.adam_m, "v": state.adam_v,
+                               "t": state.adam_t})
+            ray.get([h.call("load_state", moments) for h in self.learners])
 
     @property
     def actors(self) -> dict:
         """The live actors' Ray handles by lane (e.g. to ``ray.kill`` one in a test)."""
         return {h.lane: h.actor for h in self.rollouts.handles + self.ref + self.learners}
+
+    @property
+    def actor_nodes(self) -> dict:
+        """The Ray node id (hex) of each live actor, by lane."""
+        return {h.lane: h.node_id for h in self.rollouts.handles + self.ref + self.learners}
 
     def shutdown(self) -> None:
         """Kill every actor this controller started."""
@@ -174,14 +212,16 @@ class Controller:
 
     # -- the step -----------------------------------------------------------------------
     def run(self, *, on_step=None) -> RayRunResult:
-        """Run steps ``start_step .. config.steps - 1``; ``on_step(row)`` after each. Returns
-        a :class:`~rlmperf_lite.distributed.RayRunResult`; the actors stay up (call
+        """Run steps ``start_step .. config.steps - 1``; ``on_step(row)`` after each (once per
+        step: not again for a step replayed after a resume). Returns a
+        :class:`~rlmperf_lite.distributed.RayRunResult`; the actors stay up (call
         :meth:`shutdown`).
 
         Raises:
             ValueError: ``on_step`` not callable.
-            RuntimeError: a worker died and could not be replaced (the message names it), or
-                ``run`` was already called.
+            RuntimeError: ``run`` was already called.
+            WorkerLost: a worker died and could not be replaced, with no resume left (the
+                message names it).
         """
         if on_step is not None and not callable(on_step):
             raise ValueError(f"on_step must be None or a callable taking the step's metrics, "
@@ -192,28 +232,85 @@ class Controller:
         c = self.c
         result = RayRunResult(params={}, base_params={k: v.copy() for k, v in
                                                       self.base_params.items()},
-                              warmstart_s=self.warmstart_s, mode=self.mode, config=c)
+                              warmstart_s=self.warmstart_s, mode=self.mode, config=c,
+                              placement=self.node_placement)
         self._records, self._next_submit, self._data_state, self._prompts = [], \
             self.start_step, {}, {}
         self._log = PhaseLog("controller", "controller")
-        t0 = last_end = time.time()
-        for step in range(self.start_step, c.steps):
-            first = len(self._records)
-            row = self._step(step)
+        self.started_s = t0 = last_end = time.time()
+        step = reported = self.start_step               # the next step to run, to report
+        while step < c.steps:
+            first, replaced = len(self._records), len(self.rollouts.replacements)
+            try:
+                row = self._step(step)
+                if self.checkpoint_every and (step + 1) % self.checkpoint_every == 0:
+                    path = self._save(step + 1)
+                    result.checkpoints += [] if path in result.checkpoints else [path]
+            except WorkerLost as err:           # the replayed step's step_s counts the loss
+                step = self._resume(err, result)
+                continue
+            if len(self.rollouts.replacements) > replaced:
+                self._note_node_losses(step, "replaced", min(
+                    r["noticed_at_s"] for r in self.rollouts.replacements[replaced:]))
             row.update(phase_times(step, self._records[first:]))
-            row["step_s"] = (now := time.time()) - last_end
+            row["step_s"] = (now := time.time()) - last_end        # with the checkpoint
             last_end = now
-            if self.checkpoint_every and (step + 1) % self.checkpoint_every == 0:
-                result.checkpoints.append(self._save(step + 1))
             result.history.append(row)
-            if on_step is not None:
+            if on_step is not None and step >= reported:
                 on_step(row)
+            step, reported = step + 1, max(reported, step + 1)
         result.run_s = time.time() - t0
         final = self._get([self.learners[0].call("weights")], c.steps - 1)[0]
         result.params = {k: np.array(v) for k, v in final.items()}
-        result.timeline = to_intervals(self._records, t0)
-        result.replacements = list(self.rollouts.replacements)
+        self._finish(result)
         return result
+
+    def _resume(self, err: WorkerLost, result: RayRunResult) -> int:
+        """After ``err``: kill the surviving actors, start them all again on the alive nodes
+        from the last checkpoint (or the run's start) and forget the history since; returns the
+        step to continue from. Raises ``err`` when no resume is left."""
+        if self._resumes_left <= 0:
+            raise err
+        self._resumes_left -= 1
+        lost = self._note_node_losses(err.step, "resumed", time.time())
+        self.shutdown()
+        state = self._restart
+        self._start_actors(state)
+        del result.history[state.step - self.start_step:]
+        self._next_submit, self._data_state, self._prompts = state.step, {}, {}
+        for entry in lost:
+            entry["resumed_from"] = state.step
+        return state.step
+
+    def _note_node_losses(self, step: int, recovery: str, noticed_at_s: float) -> list:
+        """Record each node of this run's actors that is no longer alive and not yet recorded,
+        with the lanes that ran on it, noticed at epoch ``noticed_at_s``; returns the new
+        entries."""
+        alive, known = set(alive_node_ids()), {e["node_id"] for e in self.node_losses}
+        new = {}
+        for h in self.placement.handles:
+            if h.node_id is not None and h.node_id not in alive and h.node_id not in known:
+                new.setdefault(h.node_id, []).append(h.lane)
+        entries = [{"step": step, "node_id": node, "lanes": sorted(set(lanes)),
+                    "recovery": recovery, "resumed_from": None,
+                    "noticed_s": noticed_at_s - self.started_s} for node, lanes in new.items()]
+        self.node_losses += entries
+        return entries
+
+    def _finish(self, result: RayRunResult) -> None:
+        """The run's timeline, replacements, actors, nodes and node losses, into ``result``."""
+        t0 = self.started_s
+        result.timeline = to_intervals(self._records, t0)
+        result.replacements = [r for pool in self._pools for r in pool.replacements]
+        driver = {"lane": "controller", "node_id": ray.get_runtime_context().get_node_id(),
+                  "ready_s": self._created_s - t0}
+        actors = [driver] + [{"lane": h.lane, "node_id": h.node_id, "ready_s": h.ready_s - t0}
+                             for placement in self._placements for h in placement.handles
+                             if h.node_id is not None]
+        result.nodes = list(dict.fromkeys(a["node_id"] for a in actors))
+        index = {node: k for k, node in enumerate(result.nodes)}
+        result.actors = [{**a, "node": index[a["node_id"]]} for a in actors]
+        result.node_losses = [{**e, "node": index[e["node_id"]]} for e in self.node_losses]
 
     def _step(self, step: int) -> dict:
         c, G = self.c, self.c.group_size
@@ -336,6 +433,7 @@ class Controller:
                           rng_data_state=self._data_state.get(s0,
                                                               self.rng_data.bit_generator.state),
                           rollout_rng_states=list(self.rollouts.rng_done), meta=self.meta)
+        self._restart = ckpt
         return save_checkpoint(Path(self.checkpoint_dir) / f"step_{s0:06d}", ckpt)
 
     def _take(self, outs: list, flops: dict) -> None:

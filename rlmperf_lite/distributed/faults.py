@@ -7,18 +7,31 @@ raises ``ray.exceptions.RayActorError`` (the process died: killed, out of memory
 pool starts a new actor on that stream state, resends the weights and every rollout that was in
 flight on the dead one, in order, and the run continues with the same numbers as if nothing had
 happened. The learners are untouched. After ``max_replacements`` replacements (or if the new
-actor cannot start) the step fails with a RuntimeError that says which worker died and where
-the learner state is. This is the single controller's advantage (HybridFlow, Sheng et al. 2024,
-arXiv 2409.19256, §4): one process knows the whole dataflow and can replay a part of it.
+actor cannot start) the step fails with :class:`WorkerLost`, a RuntimeError that says which
+worker died and where the learner state is; so does the death of a learner or of the
+reference/reward worker, whose calls in flight are lost, and the controller may then resume
+from its last checkpoint (book section sec-ray-multinode). This is the single controller's
+advantage (HybridFlow, Sheng et al. 2024, arXiv 2409.19256, §4): one process knows the whole
+dataflow and can replay a part of it.
 """
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-__all__ = ["RolloutPool", "get_or_report", "raise_if_dead"]
+__all__ = ["RolloutPool", "WorkerLost", "get_or_report", "raise_if_dead"]
+
+
+class WorkerLost(RuntimeError):
+    """Workers died whose loss this pool cannot repair: ``lanes`` (their lane names) at RL step
+    ``step``; the message says what died with them and what to do."""
+
+    def __init__(self, message: str, lanes: list, step: int):
+        super().__init__(message)
+        self.lanes, self.step = list(lanes), int(step)
 
 
 class RolloutPool:
@@ -34,6 +47,8 @@ class RolloutPool:
             a learner).
         max_replacements: replacements allowed over the run.
         ready_timeout_s: seconds to wait for a replacement actor to start.
+    ``replacements`` lists {step, lane, error, node_id (the dead actor's node), new_node_id,
+    noticed_at_s (epoch seconds)} of each replacement.
     """
 
     def __init__(self, handles: list, rng_states: list, weight_refs: dict, *, make_worker=None,
@@ -68,7 +83,7 @@ class RolloutPool:
         their work); returns (one generate result per worker, the weight-sync results).
 
         Raises:
-            RuntimeError: a worker died and cannot be replaced.
+            WorkerLost: a worker died and cannot be replaced.
             ray.exceptions.RayTaskError: a call failed inside a live worker (e.g. the weights it
                 was sent came from a learner that died); the controller reports it.
         """
@@ -91,33 +106,35 @@ class RolloutPool:
 
     def _replace(self, k: int, step: int, err: Exception) -> None:
         """Start a new worker k on its stream's last returned state and resend its work."""
-        lane = self.handles[k].lane
+        dead, noticed_at_s = self.handles[k], time.time()
         if self.make_worker is None:
-            raise RuntimeError(f"colocated actor {lane} died during the rollout of step {step} "
-                               f"({type(err).__name__}); it also held a learner, whose state "
-                               f"died with it: resume from the last checkpoint") from err
-        where = (f"rollout worker {lane} died during the rollout of step {step} "
+            raise WorkerLost(f"colocated actor {dead.lane} died during the rollout of step "
+                             f"{step} ({type(err).__name__}); it also held a learner, whose "
+                             f"state died with it: resume from the last checkpoint",
+                             [dead.lane], step) from err
+        where = (f"rollout worker {dead.lane} died during the rollout of step {step} "
                  f"({type(err).__name__}); the learner state is intact")
         if self.replacements_left <= 0:
-            raise RuntimeError(f"{where}, but max_worker_replacements={self.max_replacements} "
-                               f"are used up: raise it, or resume from the last checkpoint"
-                               ) from err
+            raise WorkerLost(f"{where}, but max_worker_replacements={self.max_replacements} "
+                             f"are used up: raise it, or resume from the last checkpoint",
+                             [dead.lane], step) from err
         self.replacements_left -= 1
         try:
-            ray.kill(self.handles[k].actor, no_restart=True)
+            ray.kill(dead.actor, no_restart=True)
         except Exception:  # noqa: BLE001 - already gone is fine
             pass
         try:
-            handle = self.make_worker(k, self.rng_done[k])
-            ray.get(handle.call("ready"), timeout=self.ready_timeout_s)
+            handle = self.make_worker(k, self.rng_done[k]).wait_ready(self.ready_timeout_s)
         except (RayActorError, GetTimeoutError) as err2:
-            raise RuntimeError(f"{where}, and its replacement did not start "
-                               f"({type(err2).__name__}: {err2})") from err2
+            raise WorkerLost(f"{where}, and its replacement did not start "
+                             f"({type(err2).__name__}: {err2})", [dead.lane], step) from err2
         self.handles[k], self.sent_version[k] = handle, None
         pending, self.inflight[k] = self.inflight[k], OrderedDict()
         for s, (version, prompts, _) in pending.items():
             self._submit_one(k, s, version, prompts)
-        self.replacements.append({"step": step, "lane": lane, "error": type(err).__name__})
+        self.replacements.append({"step": step, "lane": dead.lane, "error": type(err).__name__,
+                                  "node_id": dead.node_id, "new_node_id": handle.node_id,
+                                  "noticed_at_s": noticed_at_s})
 
 
 def get_or_report(refs: list, step: int, handles: list) -> list:
@@ -125,7 +142,7 @@ def get_or_report(refs: list, step: int, handles: list) -> list:
     reference/reward); if one of them died, :func:`raise_if_dead` says which.
 
     Raises:
-        RuntimeError: naming the dead workers.
+        WorkerLost: naming the dead workers.
         ray.exceptions.RayActorError: the call failed and every worker answers.
     """
     try:
@@ -136,9 +153,9 @@ def get_or_report(refs: list, step: int, handles: list) -> list:
 
 
 def raise_if_dead(handles: list, step: int, err: Exception, timeout_s: float = 30.0) -> None:
-    """After a failed call: raise a RuntimeError naming the workers of ``handles`` that do not
-    answer within ``timeout_s`` (learners and reference/reward workers: their state, unlike a
-    rollout worker's, is not rebuilt here, so the run must resume from a checkpoint)."""
+    """After a failed call: raise :class:`WorkerLost` naming the workers of ``handles`` that do
+    not answer within ``timeout_s`` (learners and reference/reward workers: their state, unlike
+    a rollout worker's, is not rebuilt here, so the run must resume from a checkpoint)."""
     dead = []
     for h in {h.lane: h for h in handles}.values():
         try:
@@ -150,5 +167,5 @@ def raise_if_dead(handles: list, step: int, err: Exception, timeout_s: float = 3
                if any(lane.startswith(("learner", "colocated")) for lane in dead) else
                "this library restarts only rollout workers (a reference/reward worker holds "
                "just the frozen reference model, but its calls in flight are lost)")
-        raise RuntimeError(f"{', '.join(dead)} died at step {step} ({type(err).__name__}); "
-                           f"{why}: resume from the last checkpoint") from err
+        raise WorkerLost(f"{', '.join(dead)} died at step {step} ({type(err).__name__}); "
+                         f"{why}: resume from the last checkpoint", dead, step) from err

@@ -15,7 +15,8 @@ mode                      placement                                             
 
 Colocated is verl's hybrid engine (HybridFlow, Sheng et al. 2024, arXiv 2409.19256, §5); the
 disaggregated modes are verl's one-step-off recipe and AReaL's bounded staleness (Fu et al.
-2025, arXiv 2505.24298, Sec. 5.1).
+2025, arXiv 2505.24298, Sec. 5.1). On a cluster, :data:`PLACEMENTS` says on which nodes the
+actors go (book section sec-ray-multinode).
 """
 from __future__ import annotations
 
@@ -24,18 +25,27 @@ from dataclasses import dataclass, fields
 
 import ray
 from ray.exceptions import GetTimeoutError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..checks import check_choice, check_int
 from ..rl.async_grpo import AsyncGRPOConfig
 from ..rl.grpo import GRPOConfig
+from .runtime import alive_node_ids
 from .workers import ColocatedWorker, Learner, RefRewardWorker, RoleHandle, RolloutWorker
 
-__all__ = ["MODES", "MODE_STALENESS", "mode_staleness", "run_config", "mode_config",
-           "check_layout", "check_cpus", "Placement", "place_actors"]
+__all__ = ["MODES", "MODE_STALENESS", "PLACEMENTS", "mode_staleness", "run_config",
+           "mode_config", "check_layout", "check_cpus", "Placement", "place_actors",
+           "spread_order", "least_loaded_node"]
 
 MODES = ("colocated", "sync", "one_step_off", "async")
 MODE_STALENESS = {"colocated": 0, "sync": 0, "one_step_off": 1}
 """The staleness each mode implies (``"async"`` takes ``config.staleness``)."""
+PLACEMENTS = ("default", "spread")
+"""Where a run's actors go on the Ray nodes. ``"default"``: where Ray's scheduler puts them (on
+one machine, all on it). ``"spread"``: dealt in turn over the alive nodes, the driver's first,
+in the order of :func:`spread_order`, each pinned there with Ray's
+``NodeAffinitySchedulingStrategy`` (hard: its soft form moved actors off their node even with
+room on it); a replacement goes to the :func:`least_loaded_node`."""
 _REMOTE = {}
 
 
@@ -143,6 +153,26 @@ def check_cpus(mode: str, num_rollout_workers: int, num_learners: int,
                          f"cpus_per_actor (0 lets the actors share cores) or add nodes")
 
 
+def spread_order(mode: str, num_rollout_workers: int, num_learners: int) -> list:
+    """The lanes of ``mode``'s actors in the order ``"spread"`` deals them over the nodes:
+    learners, then rollout workers, then the reference/reward worker (colocated: its L actors).
+    Node k of n gets the actors at positions k, k + n, ...: the first learner on the driver's
+    node, the first rollout worker on the next."""
+    if mode == "colocated":
+        return [f"colocated/r{r}" for r in range(num_learners)]
+    return ([f"learner/r{r}" for r in range(num_learners)]
+            + [f"rollout/r{k}" for k in range(num_rollout_workers)] + ["ref_reward/r0"])
+
+
+def least_loaded_node(handles: list) -> str:
+    """The alive node (id) running the fewest of ``handles``' actors (ties: the first in
+    :func:`~rlmperf_lite.distributed.alive_node_ids` order): where ``"spread"`` starts
+    a replacement."""
+    alive = alive_node_ids()
+    load = {node: sum(h.node_id == node for h in handles) for node in alive}
+    return min(alive, key=lambda node: (load[node], alive.index(node)))
+
+
 @dataclass
 class Placement:
     """The handles of one run's roles, and the actors behind them."""
@@ -160,56 +190,78 @@ class Placement:
     make_worker: object = None
     """``make_worker(k, rng_state) -> RoleHandle`` starting a new rollout worker k; None when
     colocated (the actor also holds a learner)."""
+    handles: list = dataclasses.field(default_factory=list)
+    """One :class:`~rlmperf_lite.distributed.RoleHandle` per actor started, in start order, with
+    its node once it is ready; replacements are appended."""
 
 
 def place_actors(mode: str, config: AsyncGRPOConfig, *, num_rollout_workers: int,
                  num_learners: int, params_ref, base_ref, rng_states: list, task,
-                 cpus_per_actor: float = 0.0, ready_timeout_s: float = 300.0) -> Placement:
-    """Start the actors of ``mode`` (Ray must be up); ``params_ref`` / ``base_ref`` are
-    ObjectRefs of the initial and reference weights, ``rng_states`` each rollout worker's
-    sampling-stream state. Returns once every actor has started.
+                 cpus_per_actor: float = 0.0, placement: str = "default",
+                 ready_timeout_s: float = 300.0) -> Placement:
+    """Start the actors of ``mode`` (Ray must be up) on the nodes ``placement`` picks (one of
+    :data:`PLACEMENTS`); ``params_ref`` / ``base_ref`` are ObjectRefs of the initial and
+    reference weights, ``rng_states`` each rollout worker's sampling-stream state. Returns once
+    every actor has started, with the node of each.
 
     Raises:
-        ValueError: naming ``cpus_per_actor`` when the actors would reserve more CPUs than Ray
-            has free (they would wait for them forever).
+        ValueError: naming ``placement`` when it is not one of PLACEMENTS, or
+            ``cpus_per_actor`` when the actors would reserve more CPUs than Ray has free (they
+            would wait for them forever).
         RuntimeError: an actor did not start within ``ready_timeout_s``.
     """
+    check_choice("placement", placement, PLACEMENTS)
     check_cpus(mode, num_rollout_workers, num_learners, cpus_per_actor)
-    actors = []
+    out = Placement(rollout=[], ref=[], learners=[], actors=[])
+    nodes = alive_node_ids() if placement == "spread" else []
+    target = {lane: nodes[i % len(nodes)] for i, lane in
+              enumerate(spread_order(mode, num_rollout_workers, num_learners))} if nodes else {}
 
-    def start(cls, *args, **kwargs):
+    def start(cls, lane, *args, role=None, node=None, **kwargs) -> RoleHandle:
+        options = {"num_cpus": cpus_per_actor}
+        if placement == "spread":
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+                node or target[lane], soft=False)
         remote = _REMOTE.setdefault(cls, ray.remote(cls))
-        actors.append(remote.options(num_cpus=cpus_per_actor).remote(*args, **kwargs))
-        return actors[-1]
+        out.actors.append(remote.options(**options).remote(*args, lane=lane, **kwargs))
+        out.handles.append(RoleHandle(out.actors[-1], lane, role))
+        return out.handles[-1]
 
     if mode == "colocated":
-        hosts = [(start(ColocatedWorker, config, params_ref, base_ref, rng_states[r], rank=r,
-                        lane=f"colocated/r{r}", task=task), f"colocated/r{r}")
-                 for r in range(num_learners)]
-        placement = Placement(rollout=[RoleHandle(a, lane, "rollout") for a, lane in hosts],
-                              ref=[RoleHandle(a, lane, "ref_reward") for a, lane in hosts],
-                              learners=[RoleHandle(a, lane, "learner") for a, lane in hosts],
-                              actors=actors)
+        for r in range(num_learners):
+            h = start(ColocatedWorker, f"colocated/r{r}", config, params_ref, base_ref,
+                      rng_states[r], rank=r, task=task, role="learner")
+            out.learners.append(h)
+            out.rollout.append(RoleHandle(h.actor, h.lane, "rollout"))
+            out.ref.append(RoleHandle(h.actor, h.lane, "ref_reward"))
     else:
         def make_worker(k, rng_state):
-            lane = f"rollout/r{k}"
-            return RoleHandle(start(RolloutWorker, config, rng_state, lane=lane, task=task), lane)
+            node = least_loaded_node(out.handles) if placement == "spread" else None
+            return start(RolloutWorker, f"rollout/r{k}", config, rng_state, task=task,
+                         node=node)
 
-        placement = Placement(
-            rollout=[make_worker(k, rng_states[k]) for k in range(num_rollout_workers)],
-            ref=[RoleHandle(start(RefRewardWorker, config, base_ref, lane="ref_reward/r0",
-                                  task=task), "ref_reward/r0")],
-            learners=[RoleHandle(start(Learner, config, params_ref, rank=r,
-                                       lane=f"learner/r{r}"), f"learner/r{r}")
-                      for r in range(num_learners)],
-            actors=actors, make_worker=make_worker)
-    handles = placement.rollout + placement.ref + placement.learners
+        out.learners = [start(Learner, f"learner/r{r}", config, params_ref, rank=r)
+                        for r in range(num_learners)]
+        out.rollout = [start(RolloutWorker, f"rollout/r{k}", config, rng_states[k], task=task)
+                       for k in range(num_rollout_workers)]
+        out.ref = [start(RefRewardWorker, "ref_reward/r0", config, base_ref, task=task)]
+        out.make_worker = make_worker
+    _await_ready(out, mode, ready_timeout_s)
+    for trio in zip(out.learners, out.rollout, out.ref) if mode == "colocated" else ():
+        for h in trio[1:]:                      # the other roles of the same actor
+            h.node_id, h.ready_s = trio[0].node_id, trio[0].ready_s
+    return out
+
+
+def _await_ready(placement: Placement, mode: str, timeout_s: float) -> None:
+    """Wait for every actor's ``ready`` and note its node; kill them all if one is late."""
     try:
-        ray.get([h.call("ready") for h in handles], timeout=ready_timeout_s)
+        infos = ray.get([h.call("ready") for h in placement.handles], timeout=timeout_s)
     except GetTimeoutError:
-        for actor in actors:
+        for actor in placement.actors:
             ray.kill(actor, no_restart=True)
-        raise RuntimeError(f"the {mode} actors did not start within {ready_timeout_s:g} s "
+        raise RuntimeError(f"the {mode} actors did not start within {timeout_s:g} s "
                            f"(is the cluster short of resources? ray.available_resources() "
                            f"says what is free)") from None
-    return placement
+    for h, info in zip(placement.handles, infos):
+        h.note_ready(info)

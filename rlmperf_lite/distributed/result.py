@@ -9,7 +9,8 @@ from ..rl.common import RLResult
 from ..sim.phases import Interval
 from ..sim.result import union_s
 
-__all__ = ["RayRunResult", "PHASE_TIMES", "to_intervals", "phase_times", "phase_overlap_s"]
+__all__ = ["RayRunResult", "PHASE_TIMES", "to_intervals", "phase_times", "phase_overlap_s",
+           "timeline_nodes"]
 
 PHASE_TIMES = {"generate": "rollout_s", "ref_logp": "ref_logps_s", "reward": "reward_s",
                "advantages": "advantages_s", "old_logp": "prox_logps_s",
@@ -40,6 +41,21 @@ class RayRunResult(RLResult):
     """Checkpoint directories written."""
     run_s: float = 0.0
     """Wall time of the steps (the actors' start excluded)."""
+    placement: str = "default"
+    """Where the actors went on the Ray nodes (:data:`~rlmperf_lite.distributed.PLACEMENTS`)."""
+    nodes: list = field(default_factory=list)
+    """The Ray node ids (hex) the run used, the driver's first; a node's position here is the
+    ``node`` of :attr:`actors` and :attr:`node_losses`."""
+    actors: list = field(default_factory=list)
+    """{lane, node, node_id, ready_s} of the controller (lane ``controller``) and of every actor
+    started, in start order, ``ready_s`` seconds after the first step started (negative:
+    before); a replacement, or an actor started again by a resume, is a new entry."""
+    node_losses: list = field(default_factory=list)
+    """{step, node, node_id, lanes, recovery, resumed_from, noticed_s} of each node that died
+    under the run: the lanes that ran on it; ``"replaced"`` (its rollout workers started again
+    on other nodes, the step went on) or ``"resumed"`` (every actor started again from the
+    checkpoint of step ``resumed_from``, 0 the run's start); ``noticed_s``, seconds after the
+    first step started, is when the controller's call to one of them failed."""
 
 
 def to_intervals(records: list, t0: float) -> list:
@@ -84,3 +100,25 @@ def phase_overlap_s(timeline: list, phases_a, phases_b, step: int,
     b = [(iv.start_s, iv.end_s) for iv in timeline if iv.step == sb and iv.phase in phases_b]
     inf = math.inf
     return max(0.0, union_s(a, -inf, inf) + union_s(b, -inf, inf) - union_s(a + b, -inf, inf))
+
+
+def timeline_nodes(result: RayRunResult) -> list:
+    """The node (index into ``result.nodes``) of each bar of ``result.timeline``: that of the
+    actor holding the bar's lane when the bar started (its latest entry in
+    :attr:`RayRunResult.actors` ready by then).
+
+    Raises:
+        ValueError: naming ``result`` when a bar's lane has no actor entry.
+    """
+    by_lane = {}
+    for actor in result.actors:
+        by_lane.setdefault(actor["lane"], []).append(actor)
+    nodes = []
+    for iv in result.timeline:
+        entries = by_lane.get(iv.lane)
+        if not entries:
+            raise ValueError(f"result has no actor entry for lane {iv.lane!r}: pass the "
+                             f"RayRunResult of a run, whose actors list every lane")
+        ready = [a for a in entries if a["ready_s"] <= iv.start_s] or entries[:1]
+        nodes.append(ready[-1]["node"])
+    return nodes

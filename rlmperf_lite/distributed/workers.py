@@ -73,6 +73,11 @@ def _fetch(items: list) -> list:
     return list(items)
 
 
+def _ready(lane: str) -> dict:
+    """What every worker's ``ready`` answers: its lane and the Ray node it runs on."""
+    return {"lane": lane, "node_id": ray.get_runtime_context().get_node_id()}
+
+
 def rng_from_state(state: dict) -> np.random.Generator:
     """A Generator continuing the stream whose ``bit_generator.state`` is ``state``."""
     rng = np.random.Generator(getattr(np.random, state["bit_generator"])())
@@ -98,9 +103,10 @@ class RolloutWorker:
         self.log = PhaseLog(pool, lane)
         self._blas = _limit_blas(config)
 
-    def ready(self) -> str:
-        """The lane name, once the worker exists (the controller waits on it)."""
-        return self.log.lane
+    def ready(self) -> dict:
+        """{lane, node_id (hex) of the Ray node it runs on}, once the worker exists (the
+        controller waits on it)."""
+        return _ready(self.log.lane)
 
     def set_weights(self, weights: list, version: int, step: int) -> dict:
         """Load ``weights[0]`` (a params dict, or an ObjectRef of one: fetched from Ray's object
@@ -153,9 +159,9 @@ class RefRewardWorker:
         self.log = PhaseLog(pool, lane)
         self._blas = _limit_blas(config)
 
-    def ready(self) -> str:
-        """The lane name, once the worker exists."""
-        return self.log.lane
+    def ready(self) -> dict:
+        """{lane, node_id}, once the worker exists."""
+        return _ready(self.log.lane)
 
     def score(self, tokens, completion_mask, pairs, step: int) -> dict:
         """tokens (b*G, P+R), completion_mask (b*G, R), pairs (b, 2) the operands of the b
@@ -200,9 +206,9 @@ class Learner:
         self.log = PhaseLog(pool, lane)
         self._blas = _limit_blas(config)
 
-    def ready(self) -> str:
-        """The lane name, once the worker exists."""
-        return self.log.lane
+    def ready(self) -> dict:
+        """{lane, node_id}, once the worker exists."""
+        return _ready(self.log.lane)
 
     def prox_logps(self, batch: dict, rows: slice, step: int) -> dict:
         """Per-token log-probs (rows, R) of ``batch["tokens"][rows]`` under the current weights
@@ -288,9 +294,9 @@ class ColocatedWorker:
                                                     task=task),
                       "learner": Learner(config, params, rank=rank, pool=pool, lane=lane)}
 
-    def ready(self) -> str:
-        """The lane name, once the worker exists."""
-        return self.roles["learner"].log.lane
+    def ready(self) -> dict:
+        """{lane, node_id}, once the worker exists."""
+        return _ready(self.roles["learner"].log.lane)
 
     def call(self, role: str, method: str, *args):
         """``role``'s ``method(*args)``."""
@@ -304,10 +310,22 @@ class ColocatedWorker:
 class RoleHandle:
     """The controller's view of one role on one Ray actor: a dedicated actor (``role`` None)
     or a role of a :class:`~rlmperf_lite.distributed.ColocatedWorker`. ``call`` returns
-    ObjectRefs."""
+    ObjectRefs. ``node_id`` (hex) and ``ready_s`` (epoch seconds) say where and since when the
+    actor runs, once :meth:`wait_ready` returned (None before)."""
 
     def __init__(self, actor, lane: str, role: str | None = None):
         self.actor, self.lane, self.role = actor, lane, role
+        self.node_id, self.ready_s = None, None
+
+    def wait_ready(self, timeout_s: float | None = None) -> "RoleHandle":
+        """Wait until the actor exists (``ray.get`` of its ``ready``; raises as that does) and
+        note its node; returns self."""
+        return self.note_ready(ray.get(self.call("ready"), timeout=timeout_s))
+
+    def note_ready(self, info: dict) -> "RoleHandle":
+        """Record ``ready``'s answer ({lane, node_id}) and the time it came; returns self."""
+        self.node_id, self.ready_s = info["node_id"], time.time()
+        return self
 
     def call(self, method: str, *args, num_returns: int = 1):
         """Submit ``method(*args)``; returns its ObjectRef (a list of ``num_returns`` refs)."""
