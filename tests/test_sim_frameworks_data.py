@@ -3,6 +3,7 @@ every file parses with the same keys, every fact has a source, the files load ba
 FRAMEWORKS and PRESETS, the installed package ships them, and a malformed file raises a
 ValueError naming the file and the field."""
 import json
+import re
 import shutil
 import tomllib
 from fnmatch import fnmatch
@@ -17,7 +18,8 @@ from rlmperf_lite.sim.frameworks import (FACT_FIELDS, FILE_KEYS, FRAMEWORKS, NEM
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "rlmperf_lite" / "sim" / "data"
 FILES = sorted((DATA / "frameworks").glob("*.json"))
-FACTS = [f for f in FrameworkFacts.__dataclass_fields__ if f not in ("name", "sources", "cite")]
+FACTS = [f for f in FrameworkFacts.__dataclass_fields__
+         if f not in ("name", "sources", "cite", "as_of")]
 PRESET_KEYS = [f for f in FrameworkPreset.__dataclass_fields__ if f != "framework"]
 
 
@@ -42,6 +44,37 @@ def test_every_fact_field_has_a_source(path):
         if source.startswith("unconfirmed"):      # no source, so the fact must say so
             value = rec["facts"][fact]
             assert "unconfirmed" in value or value.startswith("none"), (fact, value)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_file_dates_its_facts_and_table_12_1_shows_the_date(path):
+    # Facts go stale (issue 21): each file names the commits or releases read and their date
+    # in one field, as_of, and the book's Table 12.1 shows it in its last column.
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    as_of = rec["as_of"]
+    assert isinstance(as_of, str) and re.search(r"\((?:[A-Z][a-z]+\.? )?20\d\d\)", as_of), as_of
+    assert FRAMEWORKS[rec["name"]].as_of == as_of
+    table = (REPO / "book" / "ch12_frameworks.md").read_text(encoding="utf-8")
+    header = next(line for line in table.splitlines() if line.startswith("| framework | default"))
+    assert header.rstrip().endswith("| as of |"), header
+    row = next(line for line in table.splitlines() if line.startswith(f"| {rec['name']} | "))
+    assert row.rstrip().endswith(f"| {as_of} |"), row
+
+
+def test_refreshed_facts_name_the_pull_requests():
+    # OpenRLHF PR #1152 (Jan. 2026): --train.async_queue_size, default 1, replaces the
+    # environment variable; prime-rl PR #2631 dropped max_async_level; AReaL PR #1500 colocates
+    openrlhf, prime, areal = FRAMEWORKS["OpenRLHF"], FRAMEWORKS["prime-rl"], FRAMEWORKS["AReaL"]
+    assert openrlhf.staleness_knob.startswith("--train.async_queue_size")
+    assert openrlhf.staleness_default.startswith("1 ") and "unconfirmed" not in \
+        openrlhf.staleness_default
+    assert "pull/1152" in openrlhf.sources["staleness_knob"]
+    assert "--train.partial_rollout_enable" in openrlhf.modes
+    assert prime.staleness_knob.startswith("max_off_policy_steps")
+    assert "pull/2631" in prime.sources["staleness_knob"]
+    assert "colocation" in areal.placements_other and "pull/1500" in \
+        areal.sources["placements_other"]
+    assert "behav_imp_weight_cap" in areal.modes
 
 
 def test_the_files_load_back_to_the_tables(tmp_path):
@@ -89,6 +122,8 @@ def _broken(tmp_path, name: str, edit) -> Path:
     (lambda r: r.update(colour="red"), ["verl.json", "colour"]),
     (lambda r: r.update(name="VeRL-2"), ["verl.json", "'name'"]),
     (lambda r: r.update(table_row=2), ["table_row", "1..14"]),
+    (lambda r: r.update(as_of=" "), ["verl.json", "'as_of'", "non-empty"]),
+    (lambda r: r.pop("as_of"), ["verl.json", "missing keys", "as_of"]),
     (lambda r: r["presets"]["verl"].update(layout="ring"), ["verl.json", "'verl'", "layout"]),
     (lambda r: r["presets"]["verl"].pop("mode"), ["verl.json", "'verl'", "mode"]),
     (lambda r: r["presets"]["verl"].update(staleness="1"), ["verl.json", "staleness"]),

@@ -182,9 +182,8 @@ def test_per_version_depth_is_the_simulated_version_on_its_assumptions():
 
 def test_streaming_consumption_passes_the_straggler_over_and_is_bracketed():
     # Lab 11 section 5's drain system, partial rollout, bound 1. Streaming, a long group is
-    # passed over: the version beats the D_1 of the straggler with the passes chained after it
-    # (the former Chapters 10-11 lower bound), and the chain of the B-th quickest of the 2 B
-    # groups it may take brackets it, as batch order is bracketed
+    # passed over: the chain of the B-th quickest of the 2 B groups the version may take
+    # brackets it, as batch order is bracketed
     costs = {"old_logp": PhaseCost(2e-4, 0.5), "ref_logp": PhaseCost(2e-4, 0.5),
              "actor_update": PhaseCost(6e-4, 1.0)}
     wl = Workload(prompts=8, group_size=4, prompt_len=64, mean_response_len=300,
@@ -201,9 +200,12 @@ def test_streaming_consumption_passes_the_straggler_over_and_is_bracketed():
     longest = wl.prompt_len + gen["straggler_s"] / 0.01                 # P + R_max, tokens
     chained = sum(c.fixed_s + longest * c.gpu_s_per_token for c in costs.values())
     former = per_version_depth(gen["straggler_s"], chained, 1)
-    assert gen["depth_s"] < gen["straggler_s"] and wd.lower_s < t["ready"] < former
+    assert gen["depth_s"] < gen["straggler_s"] and wd.lower_s < former < t["ready"]
+    # over the steady window of a 40-step run (warm-up 8, issue 21): the former bound, 9.21 s,
+    # lies below the streaming version here; the mean of the last 20 steps alone, 9.33 s,
+    # had put it above (the case where the straggler's bound fails is the 128-H20 test below)
     assert [round(x, 2) for x in (wd.lower_s, t["ready"], former, t["batch"])] == \
-        [5.08, 9.33, 9.35, 12.83]
+        [5.16, 9.54, 9.21, 12.63]
 
 
 def test_streaming_128_h20_35_93_is_bracketed():

@@ -34,16 +34,17 @@ def _esc(x) -> str:
 def facts_table_html(frameworks: dict = FRAMEWORKS) -> str:
     """The taxonomy table (book Table 12.1): one row per framework — default placement, rollout
     engines, training backends, modes with the staleness knob and its default, runtime, weight
-    sync."""
+    sync, and the version the row describes (``as_of``)."""
     rows = "".join(
         f"<tr><td><b>{_esc(f.name)}</b></td><td>{_esc(f.placement_default)}</td>"
         f"<td>{_esc(f.rollout_engines)}</td><td>{_esc(f.training_backends)}</td>"
         f"<td>{_esc(f.modes)}; <code>{_esc(f.staleness_knob)}</code> "
         f"(default {_esc(f.staleness_default)})</td><td>{_esc(f.runtime)}</td>"
-        f"<td>{_esc(f.weight_sync)}</td></tr>" for f in frameworks.values())
+        f"<td>{_esc(f.weight_sync)}</td><td>{_esc(f.as_of)}</td></tr>"
+        for f in frameworks.values())
     return ("<table><tr><th>framework</th><th>default placement</th><th>rollout engine</th>"
             "<th>training backend</th><th>sync / async, staleness knob</th><th>runtime</th>"
-            "<th>weight sync</th></tr>" + rows + "</table>")
+            "<th>weight sync</th><th>as of</th></tr>" + rows + "</table>")
 
 
 def claims_table_html(frameworks: dict = FRAMEWORKS) -> str:

@@ -30,8 +30,10 @@ from .presets import model_preset, model_presets, preset_record, resolve_model
 from .toy_workdepth import (ToyOpCosts, ToyStepWorkDepth, best_of_s, measure_toy_op_costs,
                             measured_step_s, toy_step_prediction, toy_step_workdepth)
 from .collective import (COLLECTIVES, algorithm_bandwidth, bus_bandwidth,
-                         collective_bytes_per_rank, collective_time_s)
+                         collective_bytes_per_rank, collective_time_s, tree_all_reduce_time_s,
+                         tree_ring_crossover_bytes)
 from .pipeline import pipeline_bubble_fraction
+from .fsdp import fsdp_step_comm
 from .dp_workdepth import (ADAM_STEP_BYTES_PER_PARAM, DP_LINKS, DPCollective, DPUpdateWorkDepth,
                            OverlapThreshold, OverlapWindow, dp_update_workdepth,
                            overlap_threshold_search, overlap_threshold_tokens)
@@ -79,7 +81,8 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "measured_step_s", "toy_step_prediction", "toy_step_workdepth",
            # parallelism: book sections sec-dp-workdepth, sec-tp-workdepth, sec-pp-workdepth
            "COLLECTIVES", "collective_time_s", "collective_bytes_per_rank",
-           "algorithm_bandwidth", "bus_bandwidth", "pipeline_bubble_fraction",
+           "algorithm_bandwidth", "bus_bandwidth", "tree_all_reduce_time_s",
+           "tree_ring_crossover_bytes", "fsdp_step_comm", "pipeline_bubble_fraction",
            "ADAM_STEP_BYTES_PER_PARAM", "DP_LINKS", "DPCollective", "DPUpdateWorkDepth",
            "OverlapThreshold", "OverlapWindow", "dp_update_workdepth",
            "overlap_threshold_search", "overlap_threshold_tokens",

@@ -37,7 +37,7 @@ from ..checks import check_choice, check_int, check_number
 
 __all__ = ["COLLECTIVES", "NVLINK_HOP_LATENCY_S", "NET_HOP_LATENCY_S",
            "collective_bytes_per_rank", "collective_time_s", "algorithm_bandwidth",
-           "bus_bandwidth"]
+           "bus_bandwidth", "tree_all_reduce_time_s", "tree_ring_crossover_bytes"]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 #: The latency alpha of one ring step or hop over NVLink, in seconds, from NCCL's tuning model
@@ -142,3 +142,75 @@ def algorithm_bandwidth(op: str, bus_bandwidth_bytes_per_s: float, n: int) -> fl
     check_int("n", n, 1)
     f = bus_factor(op, n)
     return math.inf if f == 0 else float(bus_bandwidth_bytes_per_s) / f
+
+
+# ---- the pipelined double binary tree (NCCL's trees) ------------------------------------------
+
+def _tree_terms(size_bytes, n: int, bus_bandwidth_bytes_per_s, latency_s):
+    """(m, a, b) of the double binary tree: m = 2 ceil(log2 n) - 1 pipeline stages beyond the
+    chunks, a = alpha per stage, b = the ring's bytes per rank 2 (n - 1) / n S over busbw."""
+    depth = math.ceil(math.log2(n)) if n > 1 else 0
+    return 2 * depth - 1, latency_s, size_bytes * bus_factor("all_reduce", n) \
+        / bus_bandwidth_bytes_per_s
+
+
+def tree_all_reduce_time_s(size_bytes: float, n: int, bus_bandwidth_bytes_per_s: float,
+                           latency_s: float = 0.0, *, chunks: int | None = None) -> float:
+    """Seconds of a pipelined double-binary-tree all-reduce, NCCL's tree (Sanders, Speck &
+    Träff 2009, "Two-tree algorithms for full bandwidth broadcast, reduction and scan"; NCCL
+    2.4, Jeaugey 2019; book section :ref:`sec-ring-allreduce`). Two complementary binary trees
+    of depth d = ceil(log2 n), each rank interior in at most one, each reduce up and broadcast
+    down half the buffer in k pipelined chunks: a chunk crosses 2d hops, so
+
+        t(k) = (2d - 1 + k) (alpha + b / k),   b = 2 (n - 1) / n x S / busbw
+
+    (b: the ring's bytes per rank, since the two trees' 2 (n - 1) edges each carry S / 2 up and
+    down). ``chunks`` None takes the best k = sqrt((2d - 1) b / alpha), at least 1:
+    t = (2d - 1) alpha + b + 2 sqrt((2d - 1) alpha b). Limits: 2d alpha for an empty buffer (the
+    ring: 2 (n - 1) alpha), the ring's b with no latency, t / ring -> 1 for a large S.
+
+    Raises:
+        ValueError: a negative size or latency, ``n`` < 1, a non-positive bandwidth, or
+            ``chunks`` not an int >= 1.
+    """
+    _check("all_reduce", size_bytes, n)
+    check_number("bus_bandwidth_bytes_per_s", bus_bandwidth_bytes_per_s, low=0, low_open=True)
+    check_number("latency_s", latency_s, low=0)
+    if chunks is not None:
+        check_int("chunks", chunks, 1)
+    if n == 1:
+        return 0.0
+    m, a, b = _tree_terms(float(size_bytes), n, bus_bandwidth_bytes_per_s, latency_s)
+    if chunks is None:
+        if a == 0.0:                               # no latency: infinitely many chunks
+            return b
+        chunks = max(1.0, math.sqrt(m * b / a))   # d t / d k = 0; one chunk at the least
+    return (m + chunks) * (a + b / chunks)
+
+
+def tree_ring_crossover_bytes(n: int, bus_bandwidth_bytes_per_s: float,
+                              latency_s: float) -> float:
+    """Buffer size S* below which :func:`tree_all_reduce_time_s` (best chunks) beats the ring,
+    ``collective_time_s("all_reduce", S, n, busbw, latency_s)``: with m = 2 ceil(log2 n) - 1 and
+    b = 2 (n - 1) / n S / busbw, m alpha + 2 sqrt(m alpha b) = (2 (n - 1) - m) alpha, so
+
+        b* = (2 (n - 1) - m)^2 alpha / (4 m)
+
+    (the latency the tree saves against its pipeline's fill), S* about busbw alpha n^2 /
+    (4 log2 n) for a large n: the crossover grows as n^2 / log n, which is why NCCL keeps
+    trees for large jobs' mid-size buffers and rings for the largest (book section
+    :ref:`sec-ring-allreduce`). 0 for n <= 2, where the tree never wins.
+
+    Raises:
+        ValueError: ``n`` < 1, a non-positive bandwidth or a negative latency.
+    """
+    check_int("n", n, 1)
+    check_number("bus_bandwidth_bytes_per_s", bus_bandwidth_bytes_per_s, low=0, low_open=True)
+    check_number("latency_s", latency_s, low=0)
+    if n <= 2:
+        return 0.0
+    m = 2 * math.ceil(math.log2(n)) - 1
+    b = (2 * (n - 1) - m) ** 2 * latency_s / (4 * m)
+    if m * b < latency_s:                          # the best k would be below 1: k = 1 instead
+        b = (2 * (n - 1) - (m + 1)) * latency_s / m     # (m + 1)(a + b) = 2 (n - 1) a + b
+    return b * bus_bandwidth_bytes_per_s / bus_factor("all_reduce", n)

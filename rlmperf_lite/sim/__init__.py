@@ -12,14 +12,16 @@ import math
 from ..checks import check_int
 from .async_engine import admission_cap, simulate_async
 from .phases import Interval
-from .result import SimResult
+from .result import (STEADY_WARMUP_STEPS, STEADY_WINDOW_STEPS, SimResult, steady_step_time_s,
+                     steady_steps, warmup_steps_for)
 from .sync import generate_batch, simulate_sync
 from .system import ROLES, TRAIN_PHASES, Engine, PhaseCost, RLSystem
 from .workload import Workload
 
 __all__ = ["ROLES", "TRAIN_PHASES", "Engine", "PhaseCost", "RLSystem", "Workload", "Interval",
            "SimResult", "simulate", "simulate_sync", "simulate_async", "generate_batch",
-           "admission_cap", "MAX_SAMPLES"]
+           "admission_cap", "MAX_SAMPLES", "steady_steps", "steady_step_time_s",
+           "warmup_steps_for", "STEADY_WARMUP_STEPS", "STEADY_WINDOW_STEPS"]
 
 MAX_SAMPLES = 20_000_000
 """Most samples one simulation may generate (about 1 GB of per-sample records)."""

@@ -4,7 +4,8 @@ JSON file per framework under ``rlmperf_lite/sim/data/frameworks/``, and the bui
 preset as a ready :class:`~rlmperf_lite.sim.RLSystem`.
 
 - :data:`FRAMEWORKS`: name -> :class:`FrameworkFacts`, each fact with its source (repository
-  file + commit read, or paper + part read); "unconfirmed" marks what no primary source said.
+  file + commit read, or paper + part read) and the version the row describes (``as_of``);
+  "unconfirmed" marks what no primary source said.
 - :data:`PRESETS`: preset name -> :class:`FrameworkPreset`, a default layout or a named variant
   (``"verl-fully-async"``) on the simulator's pools, placement, mode and staleness.
 - :func:`framework_system`: a preset for a model, accelerator, GPU count and workload, with the
@@ -67,6 +68,9 @@ class FrameworkFacts:
     """Fact field -> source."""
     cite: tuple = ()
     """Bibliography keys of the book (book/references.bib) for this framework."""
+    as_of: str = ""
+    """The version the facts describe: the commits or releases read, with their date
+    ("README @002d808a (2025); async flags PR #1152 (Jan. 2026)"). Facts go stale."""
 
 
 FACT_FIELDS = ("placement_default", "placements_other", "rollout_engines", "training_backends",
@@ -138,9 +142,9 @@ class FrameworkPreset:
 # ---- the data files ---------------------------------------------------------------------------
 
 _FACTS = tuple(f.name for f in dataclasses.fields(FrameworkFacts)
-               if f.name not in ("name", "sources", "cite"))
+               if f.name not in ("name", "sources", "cite", "as_of"))
 _PRESET_KEYS = tuple(f.name for f in dataclasses.fields(FrameworkPreset) if f.name != "framework")
-FILE_KEYS = ("name", "table_row", "facts", "sources", "cite", "presets")
+FILE_KEYS = ("name", "table_row", "as_of", "facts", "sources", "cite", "presets")
 """The keys of every ``data/frameworks/<name>.json`` file."""
 
 
@@ -173,6 +177,9 @@ def _read(path) -> dict:
     if not isinstance(rec["table_row"], int) or rec["table_row"] < 1:
         raise ValueError(f"{path.name}: 'table_row' must be an int >= 1 (the row of the "
                          f"facts table), got {rec['table_row']!r}")
+    if not isinstance(rec["as_of"], str) or not rec["as_of"].strip():
+        raise ValueError(f"{path.name}: 'as_of' must be a non-empty string naming the commits or "
+                         f"releases read and their date, got {rec['as_of']!r}")
     _keys(f"{path.name}: 'facts'", rec["facts"], _FACTS)
     _strings(f"{path.name}: 'facts'", rec["facts"])
     _keys(f"{path.name}: 'sources'", rec["sources"], FACT_FIELDS)
@@ -200,7 +207,7 @@ def load_facts(directory=None) -> dict:
     """{framework name: FrameworkFacts} from the JSON files of ``directory`` (default: the
     shipped ``data/frameworks``), in table order. Raises ValueError naming the file and field."""
     return {r["name"]: FrameworkFacts(name=r["name"], **r["facts"], sources=r["sources"],
-                                      cite=tuple(r["cite"]))
+                                      cite=tuple(r["cite"]), as_of=r["as_of"])
             for r in _records(directory)}
 
 

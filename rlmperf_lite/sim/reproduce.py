@@ -66,16 +66,21 @@ def verl_ablation_system(staleness: float | None, workload: Workload | None = No
                             name=f"verl fully async 64:64, staleness {staleness}", **common)
 
 
-def reproduce_verl_staleness_ablation(stalenesses=(0.0, 0.1, 0.3, 0.5), steps: int = 12,
+def reproduce_verl_staleness_ablation(stalenesses=(0.0, 0.1, 0.3, 0.5),
+                                      steps: int | None = None,
                                       workload: Workload | None = None) -> list[dict]:
     """Simulated steady-state step time next to the published one, for each staleness and for
     the colocated baseline (``staleness`` None). Rows: ``staleness``, ``simulated_step_s``,
-    ``published_step_s``, ``mean_staleness``, ``rollout_compute``, ``train_compute``."""
-    from . import simulate
+    ``published_step_s``, ``mean_staleness``, ``rollout_compute``, ``train_compute``.
+    ``steps`` None: :func:`~rlmperf_lite.sim.steady_steps` steps, the steady window of
+    :func:`~rlmperf_lite.sim.steady_step_time_s`; an int: that many steps
+    (:attr:`~rlmperf_lite.sim.SimResult.step_time_s`)."""
+    from . import simulate, steady_steps
     wl = workload or verl_ablation_workload()
     rows = []
     for s in (None, *stalenesses):
-        r = simulate(verl_ablation_system(s, wl), wl, steps)
+        system = verl_ablation_system(s, wl)
+        r = simulate(system, wl, steady_steps(system) if steps is None else steps)
         u = r.utilisation()
         published = (VERL_STALENESS_ABLATION["colocated_sync_step_s"] if s is None
                      else VERL_STALENESS_ABLATION["step_s"].get(float(s)))

@@ -11,7 +11,17 @@ from ..checks import check_int
 from .system import CPU, RLSystem
 from .workload import Workload
 
-__all__ = ["SimResult", "union_s"]
+__all__ = ["SimResult", "union_s", "STEADY_WARMUP_STEPS", "STEADY_WINDOW_STEPS", "steady_steps",
+           "steady_step_time_s", "warmup_steps_for"]
+
+STEADY_WARMUP_STEPS = 8
+"""Steps left out before the steady window of :func:`steady_step_time_s` (the first steps of a
+run start with an empty engine, or an engine's head start, and are faster or slower)."""
+
+STEADY_WINDOW_STEPS = 24
+"""The fewest steps :func:`steady_step_time_s` averages. With the warm-up, 32 steps: on the
+16 + 16 and 24 + 8 systems of book section :ref:`sec-staleness-sweep` (bounds 0 to 8, streaming
+or in batches, 1 or 4 updates per version) their mean is within 0.7% of a 256-step run's."""
 
 
 def union_s(spans, lo: float, hi: float) -> float:
@@ -50,12 +60,8 @@ class SimResult:
     # -- step time and throughput -------------------------------------------------------
     @property
     def warmup_steps(self) -> int:
-        """The first half of the run, left out of the steady state (the same window for every
-        system run for the same number of steps, so their step times compare) — or more, up to
-        all steps but one, when the engine's head start, ceil(staleness) + 1 steps, is
-        longer: run at least 2 (ceil(staleness) + 1) steps for a steady state."""
-        head = math.ceil(self.system.staleness) + 1 if self.system.mode == "async" else 0
-        return min(max(self.steps // 2, head), self.steps - 1)
+        """The steps left out of :attr:`step_time_s`: :func:`warmup_steps_for` the run."""
+        return warmup_steps_for(self.system, self.steps)
 
     @property
     def step_times_s(self) -> np.ndarray:
@@ -64,7 +70,9 @@ class SimResult:
 
     @property
     def step_time_s(self) -> float:
-        """The mean step time after :attr:`warmup_steps` (steady state), in seconds."""
+        """The mean step time after :attr:`warmup_steps`, in seconds. Of a run shorter than
+        :func:`~rlmperf_lite.sim.steady_steps` it is the last half's and moves with the run's
+        length; quote :func:`~rlmperf_lite.sim.steady_step_time_s`."""
         return float(self.step_times_s[self.warmup_steps:].mean())
 
     @property
@@ -186,6 +194,49 @@ class SimResult:
                 "mean_staleness": float(self.staleness.mean()),
                 **{f"{p}_compute": v["compute"] for p, v in u.items()},
                 **{f"{p}_idle": v["idle"] for p, v in u.items()}}
+
+
+def _head_start(system: RLSystem) -> int:
+    """Steps the asynchronous engine runs ahead before the first update: ceil(staleness) + 1."""
+    return math.ceil(system.staleness) + 1 if system.mode == "async" else 0
+
+
+def steady_steps(system: RLSystem) -> int:
+    """Steps to simulate for :func:`steady_step_time_s` of ``system``: the warm-up,
+    :data:`STEADY_WARMUP_STEPS` or the engine's head start (ceil(staleness) + 1 steps) if longer,
+    plus :data:`STEADY_WINDOW_STEPS`."""
+    return max(STEADY_WARMUP_STEPS, _head_start(system)) + STEADY_WINDOW_STEPS
+
+
+def warmup_steps_for(system: RLSystem, steps: int) -> int:
+    """The steps left out of a ``steps``-step run's step time (book section
+    :ref:`sec-async-modes`). A run of at least :func:`steady_steps` steps: the steady warm-up,
+    :data:`STEADY_WARMUP_STEPS` or the head start if longer, whatever the run's length. A
+    shorter run: its first half, or its head start if longer, up to all steps but one."""
+    check_int("steps", steps, 1)
+    if steps >= steady_steps(system):
+        return steady_steps(system) - STEADY_WINDOW_STEPS
+    return min(max(steps // 2, _head_start(system)), steps - 1)
+
+
+def steady_step_time_s(result: SimResult) -> float:
+    """The steady-state step time of ``result``, in seconds: the mean over every step after
+    the warm-up (:func:`warmup_steps_for`), at least :data:`STEADY_WINDOW_STEPS` of them. One
+    window for every step time the book quotes as the steady state; simulate
+    :func:`steady_steps` steps (book section :ref:`sec-async-modes`).
+
+    Raises:
+        ValueError: naming ``result`` when it is not a SimResult or ran fewer steps than
+            :func:`steady_steps`.
+    """
+    if not isinstance(result, SimResult):
+        raise ValueError(f"result must be a SimResult (from simulate), got "
+                         f"{type(result).__name__}")
+    need = steady_steps(result.system)
+    if result.steps < need:
+        raise ValueError(f"result ran {result.steps} steps, fewer than the warm-up plus the "
+                         f"steady window: simulate steady_steps(system) = {need} steps")
+    return result.step_time_s
 
 
 def _merge(spans):

@@ -75,6 +75,10 @@ class Engine:
     def iteration_s(self, n):
         """Seconds of one decode iteration over ``n`` running sequences (int or array)."""
         # the all-reduces sit between dependent products: they add to the roofline, not overlap
+        if isinstance(n, int):          # the replicas' hot path: the same sums in plain floats
+            return (max(n * self.decode_compute_per_seq_s,
+                        self.decode_base_s + n * self.decode_per_seq_s)
+                    + self.iteration_latency_s + n * self.comm_per_seq_s)
         return (np.maximum(n * self.decode_compute_per_seq_s,
                            self.decode_base_s + n * self.decode_per_seq_s)
                 + self.iteration_latency_s + n * self.comm_per_seq_s)

@@ -48,6 +48,7 @@ from ..cost.workdepth_s import per_version_depth
 from .async_engine import admission_cap
 from .from_cost import system_from_cost
 from .phases import switches_per_step
+from .result import warmup_steps_for
 from .system import CPU, TRAIN_PHASES, RLSystem
 from .workload import Workload
 
@@ -90,8 +91,7 @@ def chain_window(system: RLSystem, prompts: int, version: int) -> tuple:
 def _steady_versions(system: RLSystem, steps: int) -> range:
     """The versions of the simulator's steady window for ``steps`` steps
     (:attr:`~rlmperf_lite.sim.SimResult.warmup_steps`)."""
-    head = math.ceil(system.staleness) + 1 if system.mode == "async" else 0
-    return range(min(max(steps // 2, head), steps - 1), steps)
+    return range(warmup_steps_for(system, steps), steps)
 
 
 def generation_workdepth(system: RLSystem, workload: Workload, versions) -> dict:

@@ -7,8 +7,7 @@ import dataclasses
 
 from ._answer import Answer
 
-__all__ = ["ANSWERS", "SIM_STEP", "SIM_WORKLOAD", "SIM_STEPS", "SWEEP_STEPS", "SMALL_COSTS",
-           "DRAIN_WORKLOAD"]
+__all__ = ["ANSWERS", "SIM_STEP", "SIM_WORKLOAD", "SMALL_COSTS", "DRAIN_WORKLOAD"]
 
 SIM_STEP = dict(actor="qwen2.5-7b", hardware="h100-sxm", gpus=32, kl_coef=0.001)
 """The RL system of Lab 11 (Chapter 10's), GRPO of Qwen2.5-7B on 32 H100s with a k3 KL penalty."""
@@ -17,13 +16,6 @@ SIM_WORKLOAD = dict(prompts=32, group_size=16, prompt_len=512, mean_response_len
                     max_response_len=8192, length_sigma=1.0, seed=0)
 """The batch of Lab 11, 32 prompts x 16 responses of log-normal length (mean 2,048, cut at
 8,192)."""
-
-SIM_STEPS = 8
-"""Simulated steps per run (the step time is the mean of the last four)."""
-
-SWEEP_STEPS = 16
-"""Simulated steps per run of Lab 11 §3's sweep over the staleness bound (long enough for the
-largest bounds to settle)."""
 
 SMALL_COSTS = {"old_logp": (2e-4, 0.5), "ref_logp": (2e-4, 0.5), "actor_update": (6e-4, 1.0),
                "reward": (1e-5, 0.0)}
@@ -39,12 +31,11 @@ def _workload(**overrides):
     return Workload(**{**SIM_WORKLOAD, **overrides})
 
 
-def _run(rollout_gpus: int, weight_sync_s: float | None = None, steps: int = SIM_STEPS,
-         **kw):
-    """Simulate Lab 11's system, disaggregated with ``rollout_gpus`` generating, for
-    ``steps`` steps; ``kw`` go to RLSystem (mode, staleness, ...); ``weight_sync_s``
-    replaces the computed transfer time."""
-    from ...sim import simulate
+def _run(rollout_gpus: int, weight_sync_s: float | None = None, **kw):
+    """Simulate Lab 11's system, disaggregated with ``rollout_gpus`` generating, for the
+    steady window (``steady_steps``; its step_time_s is ``steady_step_time_s``); ``kw`` go to
+    RLSystem (mode, staleness, ...); ``weight_sync_s`` replaces the computed transfer time."""
+    from ...sim import simulate, steady_steps
     from ...sim.from_cost import system_from_cost
     wl = _workload()
     args = dict(SIM_STEP)
@@ -53,19 +44,19 @@ def _run(rollout_gpus: int, weight_sync_s: float | None = None, steps: int = SIM
                               rollout_gpus=rollout_gpus, **args, **kw)
     if weight_sync_s is not None:
         system = dataclasses.replace(system, weight_sync_s=weight_sync_s)
-    return simulate(system, wl, steps)
+    return simulate(system, wl, steady_steps(system))
 
 
-def _colocated(steps: int = SIM_STEPS, **kw):
-    """Simulate Lab 11's system colocated on its 32 GPUs, synchronous, for ``steps`` steps;
+def _colocated(**kw):
+    """Simulate Lab 11's system colocated on its 32 GPUs, synchronous, for the steady window;
     ``kw`` go to system_from_cost (``engine_tp``, ...)."""
-    from ...sim import simulate
+    from ...sim import simulate, steady_steps
     from ...sim.from_cost import system_from_cost
     wl = _workload()
     args = dict(SIM_STEP)
     actor, hardware = args.pop("actor"), args.pop("hardware")
-    return simulate(system_from_cost(actor, hardware, wl, placement="colocated", **args, **kw),
-                    wl, steps)
+    system = system_from_cost(actor, hardware, wl, placement="colocated", **args, **kw)
+    return simulate(system, wl, steady_steps(system))
 
 
 def _one_step_off(**kw):
@@ -100,19 +91,20 @@ ANSWERS: dict[str, Answer] = {
     "ch11.1a": Answer(lambda: _eta(4).step_time_s,
                       "step time (s) of 16+16 with an integer bound 4, partial rollout",
                       "simulate system_from_cost(..., placement='disaggregated', "
-                      "rollout_gpus=16, mode='async', staleness=4) and read step_time_s"),
+                      "rollout_gpus=16, mode='async', staleness=4) for steady_steps(system) "
+                      "steps and read steady_step_time_s"),
     "ch11.1b": Answer(lambda: float(_eta(4).staleness.max()),
                       "largest staleness of a trained sample, bound 4",
                       "result.staleness.max(); streaming consumption may train a sample one "
                       "version after its batch", rtol=0),
-    "ch11.2a": Answer(lambda: _run(24, mode="async", staleness=8,
-                                   steps=SWEEP_STEPS).step_time_s,
-                      "step time (s) of 24+8 at staleness 8 (16 simulated steps)",
-                      "rollout_gpus=24, mode='async', staleness=8, simulated for 16 steps"),
-    "ch11.2b": Answer(lambda: float(_run(24, mode="async", staleness=8, steps=SWEEP_STEPS)
+    "ch11.2a": Answer(lambda: _run(24, mode="async", staleness=8).step_time_s,
+                      "step time (s) of 24+8 at staleness 8 (the steady window, 33 steps)",
+                      "rollout_gpus=24, mode='async', staleness=8, simulated for "
+                      "steady_steps(system) steps"),
+    "ch11.2b": Answer(lambda: float(_run(24, mode="async", staleness=8)
                                     .utilisation()["train"]["compute"]),
                       "the training pool's compute share, 24+8 at staleness 8",
-                      "result.utilisation()['train']['compute'] of the 16-step run"),
+                      "result.utilisation()['train']['compute'] of the same run"),
     "ch11.3a": Answer(lambda: _drain_ratio(False),
                       "end time at staleness 3 over staleness 1, drained, 4 updates/version",
                       "simulate §5's small system with minibatches=4, partial_rollout=False, "

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 from ._answer import Answer
 
-__all__ = ["ANSWERS", "LAB12_STEPS", "LAB12_ETA_STEPS"]
+__all__ = ["ANSWERS", "LAB12_STEPS"]
 
 LAB12_STEPS = 12
 """Steps every Lab 12 simulation runs (the steady state is the mean of the last 6)."""
 
-LAB12_ETA_STEPS = 34
-"""Steps of Lab 12's eta sweep (exercise 2): a steady state needs at least 2 (ceil(eta) + 1)
-steps (:attr:`~rlmperf_lite.sim.SimResult.warmup_steps`), 34 at eta = 16."""
-
-
-def _step_s(name: str, steps: int = LAB12_STEPS, **kw) -> float:
+def _step_s(name: str, steps: int | None = LAB12_STEPS, **kw) -> float:
     """Steady-state step time of preset ``name`` on the presets' default workload (Lab 12:
-    Qwen2.5-7B, 64 H100, 128 prompts x 16 responses), simulated for ``steps`` steps."""
-    from ...sim import simulate
+    Qwen2.5-7B, 64 H100, 128 prompts x 16 responses), simulated for ``steps`` steps (None: the
+    steady window, ``steady_steps`` of the system)."""
+    from ...sim import simulate, steady_steps
     from ...sim.frameworks import DEFAULT_WORKLOAD, framework_system
-    return simulate(framework_system(name, **kw), DEFAULT_WORKLOAD, steps=steps).step_time_s
+    system = framework_system(name, **kw)
+    n = steady_steps(system) if steps is None else steps
+    return simulate(system, DEFAULT_WORKLOAD, steps=n).step_time_s
 
 
 EIGHTHS = tuple(k / 8 for k in range(1, 8))
@@ -56,17 +54,16 @@ ANSWERS: dict[str, Answer] = {
     "ch12.1b": Answer(lambda: _step_s("verl-one-step-off", rollout_share=0.5),
                       "step time (s) of verl-one-step-off with half the GPUs generating",
                       "framework_system('verl-one-step-off', rollout_share=0.5)"),
-    "ch12.2a": Answer(lambda: _step_s("areal", LAB12_ETA_STEPS, rollout_share=3 / 8,
-                                      staleness=1.0)
-                      / _step_s("areal", LAB12_ETA_STEPS, rollout_share=3 / 8),
+    "ch12.2a": Answer(lambda: _step_s("areal", None, rollout_share=3 / 8, staleness=1.0)
+                      / _step_s("areal", None, rollout_share=3 / 8),
                       "AReaL preset at rollout share 3/8: step time at eta = 1 over eta = 4",
                       "framework_system('areal', rollout_share=3/8, staleness=1.0), against "
-                      "the preset's own staleness 4, both simulated for 34 steps"),
-    "ch12.2b": Answer(lambda: _step_s("areal", LAB12_ETA_STEPS, rollout_share=3 / 8,
-                                      staleness=16.0)
-                      / _step_s("areal", LAB12_ETA_STEPS, rollout_share=3 / 8),
+                      "the preset's own staleness 4, each simulated for steady_steps(system) "
+                      "steps"),
+    "ch12.2b": Answer(lambda: _step_s("areal", None, rollout_share=3 / 8, staleness=16.0)
+                      / _step_s("areal", None, rollout_share=3 / 8),
                       "AReaL preset at rollout share 3/8: step time at eta = 16 over eta = 4",
-                      "staleness=16.0 against the preset's 4, both simulated for 34 steps"),
+                      "staleness=16.0 against the preset's 4, each for the steady window"),
     "ch12.3a": Answer(lambda: _best_share("slime")[0],
                       "rollout share of the fastest synchronous slime split (eighths)",
                       "sweep framework_system('slime', rollout_share=k/8) for k = 1..7"),

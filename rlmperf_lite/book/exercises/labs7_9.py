@@ -78,9 +78,18 @@ def _allreduce_terms(latency_s: float = 5e-6, n: int = 512) -> tuple[float, floa
                              latency_s=latency_s) - bandwidth, bandwidth
 
 
-def _tree_ring_crossover_bytes(latency_s: float = 5e-6, n: int = 512) -> float:
-    """Buffer below which a binomial tree's reduce + broadcast, 2 ceil(log2 n) steps each
-    sending the whole buffer (Thakur et al. 2005, §4), beats the ring's all-reduce."""
+def _double_tree_crossover_bytes(latency_s: float = 5e-6, n: int = 512) -> float:
+    """Buffer below which NCCL's pipelined double binary tree beats the ring's all-reduce over
+    the network (:func:`~rlmperf_lite.cost.tree_ring_crossover_bytes`)."""
+    from ...cost import hardware_preset, tree_ring_crossover_bytes
+    bw = hardware_preset("h100").inter_node_bandwidth_bytes_per_s
+    return tree_ring_crossover_bytes(n, bw, latency_s)
+
+
+def _binomial_ring_crossover_bytes(latency_s: float = 5e-6, n: int = 512) -> float:
+    """Buffer below which an unpipelined binomial tree's reduce + broadcast, 2 ceil(log2 n)
+    steps each sending the whole buffer (Thakur et al. 2005, §4), beats the ring's
+    all-reduce."""
     from ...cost import collective_time_s, hardware_preset
     bw = hardware_preset("h100").inter_node_bandwidth_bytes_per_s
     depth = 2 * math.ceil(math.log2(n))
@@ -247,9 +256,14 @@ ANSWERS: dict[str, Answer] = {
                       "latency term over bandwidth term of the 15.2 GB all-reduce on 512 "
                       "ranks, 5 us per step",
                       "latency: 2 (n - 1) steps x 5 us; bandwidth: the time at latency 0"),
-    "ch07.5b": Answer(lambda: _tree_ring_crossover_bytes() / 1e6,
-                      "MB below which a binomial tree (2 ceil(log2 n) whole-buffer steps) "
-                      "beats the ring on 512 ranks",
+    "ch07.5b": Answer(lambda: _double_tree_crossover_bytes() / 1e6,
+                      "MB below which a pipelined double binary tree beats the ring on 512 "
+                      "ranks",
+                      "tree_ring_crossover_bytes(512, 50e9, 5e-6): the latency the tree saves, "
+                      "(2 (n - 1) - m) alpha, against its pipeline's fill"),
+    "ch07.5c": Answer(lambda: _binomial_ring_crossover_bytes() / 1e6,
+                      "MB below which an unpipelined binomial tree (2 ceil(log2 n) "
+                      "whole-buffer steps) beats the ring on 512 ranks",
                       "both times are a + b S; solve a_tree + b_tree S = a_ring + b_ring S"),
     "ch08.1": Answer(lambda: 4 * _bytes_over_s("all_reduce", 8),
                      "bytes one block sends per rank at tp = 8, over S",
