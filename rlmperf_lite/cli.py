@@ -6,6 +6,7 @@
         [--staleness K] [--cpus-per-actor C] [--placement {default,spread}]
     rlmperf workdepth [--num-layers L ...] [--json]        # the toy model, FLOPs and rounds
     rlmperf workdepth --model qwen2.5-7b --hardware h100 --gpus 64 ... [--json]   # seconds
+    rlmperf compare-run LOGFILE --model qwen2.5-7b --hardware h100 --gpus 8 [--json]
     rlmperf estimate --model qwen2.5-7b --hardware h100 --algo grpo --prompts 32 \
         --group-size 16 --prompt-len 512 --response-len 4096 --gpus 64 [--rollout-tp 2] [--json]
 
@@ -105,14 +106,9 @@ def _check_ray_flags(args) -> None:
         from .distributed.runtime import check_address
         check_address(args.address)
         return
-    from .distributed import local_num_cpus
-    # train_ray's actors (distributed.check_cpus counts them once Ray is up): one colocated
-    # worker, or a rollout worker, a reference and a learner
-    actors = 1 if args.ray_mode == "colocated" else 3
-    if args.cpus_per_actor * actors > local_num_cpus():
-        raise ValueError(f"--cpus-per-actor {args.cpus_per_actor:g} x {actors} actors needs "
-                         f"{args.cpus_per_actor * actors:g} CPUs, but the local Ray gets "
-                         f"{local_num_cpus()}: lower it (0 lets the actors share cores)")
+    from .distributed import check_cpus, local_num_cpus
+    # train_ray's default actors (one worker and one learner), against the local Ray's CPUs
+    check_cpus(args.ray_mode, 1, 1, args.cpus_per_actor, free_cpus=local_num_cpus())
 
 
 _TOY_FLAGS = ("num_layers", "hidden_size", "num_heads", "vocab_size", "intermediate_size",
@@ -127,15 +123,15 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _step_inputs(args) -> dict:
-    """The keyword arguments of estimate_rl_step from the flags ``estimate`` and ``workdepth``
-    share (a preset name, a config.json path or a model directory for ``--model``)."""
+def _model_and_hardware(args):
+    """``--model``: a config.json path or a model directory read into a ModelConfig, or a
+    preset's name (checked); with ``--hardware`` checked. The errors name the flag."""
     import os
 
     from .cost import ModelConfig, hardware_preset, model_preset
     path = (os.path.sep in args.model or args.model.endswith(".json")
             or os.path.isdir(args.model))
-    try:                                            # the errors name the flag
+    try:
         model = ModelConfig.from_hf_config(args.model) if path else model_preset(args.model)
     except ValueError as err:
         raise ValueError(f"--model: {err}") from None
@@ -143,6 +139,13 @@ def _step_inputs(args) -> dict:
         hardware_preset(args.hardware)
     except ValueError as err:
         raise ValueError(f"--hardware: {err}") from None
+    return model if path else args.model
+
+
+def _step_inputs(args) -> dict:
+    """The keyword arguments of estimate_rl_step from the flags ``estimate`` and ``workdepth``
+    share (a preset name, a config.json path or a model directory for ``--model``)."""
+    model = _model_and_hardware(args)
     kwargs = {k: getattr(args, k) for k in ("prompts", "group_size", "prompt_len", "response_len",
                                             "gpus", "kl_coef", "train_efficiency",
                                             "decode_efficiency")}
@@ -250,12 +253,8 @@ def _estimate(args) -> int:
 
 
 def _compare_run(args) -> int:
-    import os
-
-    from .cost import ModelConfig
     from .sim.runs import compare_run
-    model = (ModelConfig.from_hf_config(args.model) if os.path.sep in args.model
-             or args.model.endswith(".json") else args.model)
+    model = _model_and_hardware(args)
     flags = ("format", "algo", "prompts", "group_size", "prompt_len", "response_len",
              "warmup_steps", "train_efficiency", "decode_efficiency")
     result = compare_run(args.logfile, model=model, hardware=args.hardware, gpus=args.gpus,
@@ -291,7 +290,8 @@ def _compare_run(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``rlmperf`` argument parser: sub-commands ``train``, ``workdepth``, ``estimate``."""
+    """The ``rlmperf`` argument parser: sub-commands ``train``, ``workdepth``, ``estimate``,
+    ``compare-run``."""
     parser = argparse.ArgumentParser(
         prog="rlmperf", description="The command line of the book RLM Performance Foundations.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -325,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     cr.add_argument("logfile", metavar="LOGFILE",
                     help="verl's file-logger JSON lines or console output, NeMo-RL's console")
     cr.add_argument("--model", required=True,
-                    help="the actor: a preset name or a config.json path")
+                    help="the actor: a preset name, a config.json path or a model directory")
     cr.add_argument("--hardware", required=True, help="an accelerator preset")
     cr.add_argument("--gpus", type=int, required=True, help="GPUs of the run")
     cr.add_argument("--format", choices=["verl", "nemo-rl"], default=None,

@@ -83,7 +83,7 @@ def test_train_on_ray_async_matches_the_in_process_async_loop():
                        (("--runtime", "ray", "--algo", "dapo"), "use --runtime local"),
                        (("--runtime", "ray", "--address", "127.0.0.1:1"), "address"),
                        (("--runtime", "ray", "--address", ""), "address"),
-                       (("--runtime", "ray", "--cpus-per-actor", "4"), "--cpus-per-actor 4"),
+                       (("--runtime", "ray", "--cpus-per-actor", "4"), "--cpus-per-actor=4"),
                        (("--cpus-per-actor", "1"), "--cpus-per-actor")):
         out = rlmperf("train", "--steps", "1", *args)
         assert out.returncode == 2 and name in out.stderr and "Traceback" not in out.stderr
@@ -229,7 +229,7 @@ def test_ray_flags_are_refused_before_ray_starts(capsys):
              (("--cpus-per-actor", "nan"), "--cpus-per-actor must be a finite number in [0, inf)"
                                            ", got nan"),
              (("--ray-mode", "colocated", "--cpus-per-actor", "64"),
-              "--cpus-per-actor 64 x 1 actors needs 64 CPUs, but the local Ray gets"),
+              "--cpus-per-actor=64 x 1 actors needs 64 CPUs, but Ray has"),
              (("--address", "nohost"), "--address='nohost' must be 'auto', 'host:port'"),
              (("--algo", "dapo"), "--algo dapo resamples groups whose rewards are all equal "
                                   "(dynamic sampling), which --runtime ray does not run yet: use "

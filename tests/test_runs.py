@@ -9,7 +9,7 @@ import pytest
 
 from rlmperf_lite.cli import main
 from rlmperf_lite.cost import estimate_rl_step
-from rlmperf_lite.sim import Workload, simulate
+from rlmperf_lite.sim import Workload, simulate, steady_steps
 from rlmperf_lite.sim.from_cost import system_from_cost
 from rlmperf_lite.sim.runs import (BOOK_PHASES, RUN_FORMATS, RunLog, compare_run,
                                    estimated_phase_s, read_run_log, simulated_phase_s)
@@ -215,7 +215,8 @@ def test_the_workload_and_models_are_those_the_log_states(tmp_path):
     assert rows["step"].estimated_s == pytest.approx(est.time_s)
     wl = Workload(prompts=B, group_size=G, prompt_len=P, mean_response_len=R,
                   max_response_len=1024)                 # the log's response_length/max
-    sim = simulate(system_from_cost("qwen2.5-7b", "h100", wl, gpus=8, kl_coef=0.001), wl, 8)
+    system = system_from_cost("qwen2.5-7b", "h100", wl, gpus=8, kl_coef=0.001)
+    sim = simulate(system, wl, steady_steps(system))          # the book's steady window
     assert rows["step"].simulated_s == pytest.approx(sim.step_time_s)
     assert rows["weight_sync"].simulated_s == pytest.approx(sim.system.weight_sync_s)
 

@@ -49,7 +49,7 @@ from ..checks import check_choice, check_efficiency, check_int, check_number
 from .flops import ADAMW_FLOPS_PER_PARAM
 from .collective import collective_bytes_per_rank, collective_time_s
 from .flops import forward_flops
-from .hardware import HardwareSpec, resolve_hardware
+from .hardware import resolve_hardware
 from .parallel_memory import TrainMemory, memory_per_gpu
 from .parallel_plan import RECOMPUTE, ParallelPlan, TrainWorkload
 from .parallel_step import TrainStepTime, train_step_time
@@ -215,17 +215,6 @@ def _setup(model, hardware, dp, zero_stage, link, recompute, efficiency, latency
     return m, hw
 
 
-def _bus_bandwidth(hw: HardwareSpec, dp: int) -> float:
-    """The dp ring's link, placed as :func:`train_step_time` places it (NVLink within an NVLink
-    domain)."""
-    bw = hw.intra_node_bandwidth_bytes_per_s if dp <= hw.nvlink_domain else \
-        hw.inter_node_bandwidth_bytes_per_s
-    if bw is None:
-        raise ValueError(f"hardware {hw.name!r} has no link bandwidths; use a GPU preset such "
-                         f"as 'h100'")
-    return float(bw)
-
-
 def _collectives(m, dp, stage, mb, bw, latency_s, grad_bytes, weight_bytes) -> tuple:
     """The stage's collectives (table of the module docstring); none on one rank."""
     if dp == 1:
@@ -274,7 +263,7 @@ def dp_update_workdepth(model, hardware="h100", *, dp: int, zero_stage: int = 0,
     rate = hw.peak(dtype) * efficiency                        # achieved FLOP/s
     t_mb = step.compute_s / microbatches                      # one task: a micro-batch's pass
     t_fwd = micro_batch_size * forward_flops(m, [seq_len]) / rate
-    bw = _bus_bandwidth(hw, dp) if dp > 1 else math.inf
+    bw = hw.group_bandwidth(dp) if dp > 1 else math.inf
     colls = _collectives(m, dp, zero_stage, microbatches, bw, latency_s, grad_bytes,
                          weight_bytes)
     passes = {"forward": t_fwd, "backward": t_mb - t_fwd, "micro-batch": t_mb}

@@ -26,12 +26,6 @@ from .presets import resolve_model
 __all__ = ["fsdp_step_comm"]
 
 
-def _link_bandwidth(hw, span: int) -> float:
-    """A group of ``span`` consecutive GPUs talks over NVLink inside the NVLink domain."""
-    return (hw.intra_node_bandwidth_bytes_per_s if span <= hw.nvlink_domain
-            else hw.inter_node_bandwidth_bytes_per_s)
-
-
 def fsdp_step_comm(actor, hardware, dp: int, microbatches: int, *,
                    reshard_after_forward: bool = True, shard_size: int | None = None,
                    weight_bytes: int = 2, grad_bytes: int = 2) -> dict:
@@ -66,9 +60,7 @@ def fsdp_step_comm(actor, hardware, dp: int, microbatches: int, *,
     model, hw = resolve_model(actor, "actor"), resolve_hardware(hardware)
     n = model.num_params()
     w, g, replicas = weight_bytes * n, grad_bytes * n, dp // s
-    if hw.intra_node_bandwidth_bytes_per_s is None or hw.inter_node_bandwidth_bytes_per_s is None:
-        raise ValueError(f"hardware {hw.name!r} has no intra/inter-node link bandwidths")
-    bw_shard, bw_dp = _link_bandwidth(hw, s), _link_bandwidth(hw, dp)
+    bw_shard, bw_dp = hw.group_bandwidth(s), hw.group_bandwidth(dp)
     gathers = microbatches * (2 if reshard_after_forward else 1)
     ag = gathers * collective_time_s("all_gather", w, s, bw_shard)
     rs = microbatches * collective_time_s("reduce_scatter", g, s, bw_shard)

@@ -86,6 +86,21 @@ class HardwareSpec:
         """The GPUs that reach each other over NVLink, ``nvlink_domain_gpus`` or else one node's."""
         return self.nvlink_domain_gpus or self.gpus_per_node
 
+    def group_bandwidth(self, gpus: int) -> float:
+        """The bus bandwidth of a ring over ``gpus`` consecutive GPUs, in bytes/s per direction:
+        NVLink within the NVLink domain (:attr:`nvlink_domain`), else the network card's (as
+        ``train_step_time`` places a dp group).
+
+        Raises:
+            ValueError: when the link the group needs is not known.
+        """
+        bw = self.intra_node_bandwidth_bytes_per_s if gpus <= self.nvlink_domain else \
+            self.inter_node_bandwidth_bytes_per_s
+        if bw is None:
+            raise ValueError(f"hardware {self.name!r} has no link bandwidths; use a GPU preset "
+                             f"such as 'h100'")
+        return float(bw)
+
     def tp_bandwidth(self, bandwidth_bytes_per_s=None) -> float:
         """The bus bandwidth a tensor-parallel group's collectives get, in bytes/s per
         direction: ``bandwidth_bytes_per_s`` if given, else the intra-node (NVLink) figure.

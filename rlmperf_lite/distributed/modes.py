@@ -138,15 +138,15 @@ def check_layout(mode: str, num_prompts: int, num_rollout_workers: int, num_lear
 
 
 def check_cpus(mode: str, num_rollout_workers: int, num_learners: int,
-               cpus_per_actor: float) -> None:
-    """Refuse actors that would reserve more CPUs than the running Ray has free: Ray would
-    keep them waiting for resources forever.
+               cpus_per_actor: float, free_cpus: float | None = None) -> None:
+    """Refuse actors that would reserve more CPUs than Ray has free (``free_cpus``; None: ask
+    the running Ray): Ray would keep them waiting for resources forever.
 
     Raises:
         ValueError: naming ``cpus_per_actor``.
     """
     n = num_learners if mode == "colocated" else num_rollout_workers + 1 + num_learners
-    free = ray.available_resources().get("CPU", 0.0)
+    free = ray.available_resources().get("CPU", 0.0) if free_cpus is None else free_cpus
     if cpus_per_actor * n > free + 1e-9:
         raise ValueError(f"cpus_per_actor={cpus_per_actor:g} x {n} actors needs "
                          f"{cpus_per_actor * n:g} CPUs, but Ray has {free:g} free: lower "

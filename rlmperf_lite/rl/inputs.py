@@ -12,6 +12,19 @@ import numpy as np
 __all__ = ["check_completion_mask", "check_per_token_array", "check_fits_float32"]
 
 
+def _as_2d(name: str, x, shape, kind: str) -> np.ndarray:
+    """``x`` as a numeric 2-D array (of ``shape`` when given), or a ValueError naming ``name``."""
+    try:
+        x = np.asarray(x)
+    except (ValueError, TypeError):                 # ragged lists
+        x = np.asarray(None)
+    if x.dtype.kind not in "biuf" or x.ndim != 2 or (shape is not None and x.shape != shape):
+        want = f"shape {tuple(shape)}" if shape is not None else "a 2-D (B*G, R) shape"
+        raise ValueError(f"{name} must be {kind} of {want}, got shape {x.shape} and dtype "
+                         f"{x.dtype}")
+    return x
+
+
 def check_per_token_array(name: str, x, shape=None) -> np.ndarray:
     """``x`` as a 2-D (of ``shape`` when given) array of finite real numbers: float arrays keep
     their dtype, bool and int arrays become float64.
@@ -20,14 +33,7 @@ def check_per_token_array(name: str, x, shape=None) -> np.ndarray:
         ValueError: naming ``name``, for a non-numeric (complex, string, object) or wrongly
             shaped array, or a NaN/inf entry.
     """
-    try:
-        x = np.asarray(x)
-    except (ValueError, TypeError):                 # ragged lists
-        x = np.asarray(None)
-    if x.dtype.kind not in "biuf" or x.ndim != 2 or (shape is not None and x.shape != shape):
-        want = f"shape {tuple(shape)}" if shape is not None else "a 2-D (B*G, R) shape"
-        raise ValueError(f"{name} must be a real numeric array of {want}, got shape {x.shape} "
-                         f"and dtype {x.dtype}")
+    x = _as_2d(name, x, shape, "a real numeric array")
     if not np.isfinite(x).all():
         i = tuple(int(v) for v in np.argwhere(~np.isfinite(x))[0])
         raise ValueError(f"{name}{list(i)} is {x[i]}; every entry must be finite")
@@ -47,14 +53,7 @@ def check_completion_mask(completion_mask, shape=None, *, prefix: bool = False,
             than 0 or 1 (NaN, 2, 0.5, ...), a row with a 0 before a 1 when ``prefix``, or an
             all-zero row when ``nonempty``.
     """
-    try:
-        m = np.asarray(completion_mask)
-    except (ValueError, TypeError):                 # ragged lists
-        m = np.asarray(None)
-    if m.dtype.kind not in "biuf" or m.ndim != 2 or (shape is not None and m.shape != shape):
-        want = f"shape {tuple(shape)}" if shape is not None else "a 2-D (B*G, R) shape"
-        raise ValueError(f"{name} must be a numeric 0/1 array of {want}, got shape {m.shape} "
-                         f"and dtype {m.dtype}")
+    m = _as_2d(name, completion_mask, shape, "a numeric 0/1 array")
     m = m if m.dtype.kind == "f" else m.astype(np.float64)
     bad = np.argwhere((m != 0) & (m != 1))                       # NaN is caught here too
     if bad.size:

@@ -21,7 +21,7 @@ from importlib import resources
 
 import numpy as np
 
-from ..checks import check_int, check_number
+from ..checks import check_efficiency, check_int
 from ..cost import (VERL_SYNC_ROWS, calibrate_weight_sync, resolve_hardware, resolve_model,
                     verl_sync_model_s)
 from .frameworks import NEMO_RL_PERF_V04
@@ -349,10 +349,11 @@ def _summary(rows) -> dict:
 
 
 def published_runs_table(runs: dict | None = None, *, train_efficiency: float = 0.4,
-                         decode_efficiency: float = 0.6, sim_steps: int = 8) -> PublishedTable:
+                         decode_efficiency: float = 0.6, sim_steps: int | None = None) -> PublishedTable:
     """Every row of ``runs`` (default :data:`PUBLISHED_RUNS`) against the estimate and the
     simulator, with one setting for all rows: the efficiencies (default the library's,
-    :func:`~rlmperf_lite.sim.runs.compare_run`'s) and the simulated steps.
+    :func:`~rlmperf_lite.sim.runs.compare_run`'s) and the simulated steps (None: the steady
+    window, :func:`~rlmperf_lite.sim.steady_steps`).
 
     A row whose inputs the models refuse (a model that fits no replica of the hardware) is
     kept with no model seconds and the models' message as its ``why``.
@@ -361,9 +362,9 @@ def published_runs_table(runs: dict | None = None, *, train_efficiency: float = 
         ValueError: naming a bad efficiency or ``sim_steps``.
     """
     runs = PUBLISHED_RUNS if runs is None else runs
-    check_number("train_efficiency", train_efficiency, low=0, high=1, low_open=True)
-    check_number("decode_efficiency", decode_efficiency, low=0, high=1, low_open=True)
-    check_int("sim_steps", sim_steps, 2)
+    check_efficiency("train_efficiency", train_efficiency)
+    check_efficiency("decode_efficiency", decode_efficiency)
+    check_int("sim_steps", sim_steps, 2, optional=True)
     settings = dict(train_efficiency=train_efficiency, decode_efficiency=decode_efficiency,
                     sim_steps=sim_steps)
     held_out = {}

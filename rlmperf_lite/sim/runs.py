@@ -470,7 +470,7 @@ def compare_run(log, *, model, hardware, gpus: int, format: str | None = None,
                 group_size: int | None = None, prompt_len: int | None = None,
                 response_len: int | None = None, warmup_steps: int = 1,
                 train_efficiency: float = 0.4, decode_efficiency: float = 0.6,
-                length_sigma: float = 1.0, sim_steps: int = 8, preset: str | None = None,
+                length_sigma: float = 1.0, sim_steps: int | None = None, preset: str | None = None,
                 layout: dict | None = None, kl_coef: float | None = None,
                 recompute_old_logprobs: bool | None = None) -> RunComparison:
     """The run in ``log`` (a path or a :class:`RunLog`) measured against
@@ -486,8 +486,9 @@ def compare_run(log, *, model, hardware, gpus: int, format: str | None = None,
     colocated and synchronous (:func:`~rlmperf_lite.sim.from_cost.system_from_cost`), or
     framework ``preset``'s layout and mode (:func:`~rlmperf_lite.sim.frameworks.framework_system`)
     with its knobs set by ``layout`` (``rollout_share``, ``staleness``, ``minibatches``,
-    ``engine_tp``, ``sync_backend``, ...). The estimate models the colocated synchronous step
-    only: for another layout its side is None.
+    ``engine_tp``, ``sync_backend``, ...), run for ``sim_steps`` steps (None:
+    :func:`~rlmperf_lite.sim.steady_steps`, the book's one steady-state window). The estimate
+    models the colocated synchronous step only: for another layout its side is None.
 
     Raises:
         ValueError: from :func:`read_run_log`; naming ``warmup_steps`` when it leaves no step,
@@ -497,6 +498,7 @@ def compare_run(log, *, model, hardware, gpus: int, format: str | None = None,
     run = log if isinstance(log, RunLog) else read_run_log(log, format)
     check_int("gpus", gpus, 1)
     check_number("length_sigma", length_sigma, low=0, high=4)
+    check_int("sim_steps", sim_steps, 2, optional=True)
     layout, used = _layout(preset, layout), _used_steps(run, warmup_steps)
     inferred, not_inferred, notes = {}, [], []
     P, R = _lengths(run, used, prompt_len, response_len, inferred)
@@ -512,8 +514,8 @@ def compare_run(log, *, model, hardware, gpus: int, format: str | None = None,
                   hardware), gpus=gpus, prompts=B, group_size=G, prompt_len=P,
                   response_len=R, **common, preset=preset, layout=dict(layout),
                   mode=system.mode)
-    from . import simulate
-    sim = simulate(system, workload, sim_steps)
+    from . import simulate, steady_steps
+    sim = simulate(system, workload, steady_steps(system) if sim_steps is None else sim_steps)
     not_inferred += _defaults(train_efficiency, decode_efficiency, system, preset, layout)
     est_s, sim_s = {} if est is None else estimated_phase_s(est), simulated_phase_s(sim)
     rows = _rows(run, used, est_s, sim_s)
