@@ -12,7 +12,7 @@ __all__ = ["check_int", "check_number", "check_choice", "check_real_array", "che
 
 INT64_MAX = 2**63 - 1
 MIN_EFFICIENCY = 1e-6
-"""The smallest efficiency (share of a peak) the calculators accept: below it a time says
+"""The smallest efficiency (a share of a peak) the calculators accept. Below it a time says
 nothing about a real run (1e-300 of an H100's peak gives 1e300-second steps)."""
 
 

@@ -82,7 +82,7 @@ def test_tp_plan_results_apply_every_rule_and_equal_the_library():
     with pytest.raises(ValueError, match="tp=16 exceeds nvlink_domain_gpus=8"):
         tp_plan_results("gpt3-175b", "h100", 16, True, 1, 4096)
     across = replace(H100, gpus_per_node=16)                       # a HardwareSpec is accepted
-    assert tp_plan_results("gpt3-175b", across, 16, True, 1, 4096)[2] is across
+    assert tp_plan_results("gpt3-175b", across, 16, True, 1, 2048)[2] is across
     with pytest.raises(ValueError, match=r"dp\*tp\*pp\*cp=128 != gpus=64"):
         tp_plan_results("llama-3.1-70b", "h100", 8, True, 16, 4096)
 

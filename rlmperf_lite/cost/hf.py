@@ -4,7 +4,7 @@
 A config file states sizes but not everything the architecture implies: Qwen2's q/k/v biases,
 Qwen3's q/k norms, OPT's two extra position rows, DeepSeek-V3's router bias, Gemma's GeGLU and
 four norms per layer, gpt-oss's attention sinks and expert biases are in the modelling code,
-not in the file. ``model_type`` names the architecture, and :data:`FAMILIES` holds what each
+not in the file. ``model_type`` names the architecture, and :data:`~rlmperf_lite.cost.hf.FAMILIES` holds what each
 one implies; a field the file leaves out takes its configuration class's default (e.g. Gemma-3's
 vocabulary of 262,208, gpt-oss's window of 128). Fields the cost model does not need (rope
 scaling, dropout, soft-capping, token ids, quantisation...) are ignored. Sliding-window
@@ -160,7 +160,7 @@ def from_hf_config(config, *, name: str | None = None) -> ModelConfig:
     """A :class:`ModelConfig` from a Hugging Face config: a dict, a path to ``config.json``,
     or a model directory holding one.
 
-    Supported ``model_type`` (:data:`FAMILIES`): llama, mistral, qwen2, qwen3, mixtral,
+    Supported ``model_type`` (:data:`~rlmperf_lite.cost.hf.FAMILIES`): llama, mistral, qwen2, qwen3, mixtral,
     qwen3_moe, deepseek_v2, deepseek_v3, opt, gemma, gemma2, gemma3_text, phi3 (Phi-3, Phi-4),
     gpt2, gpt_oss, qwen2_moe, olmo2, starcoder2, cohere; and a multimodal wrapper whose
     ``text_config`` is one of these (e.g. gemma3), read as its language model only.

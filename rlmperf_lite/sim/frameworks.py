@@ -69,7 +69,7 @@ class FrameworkFacts:
     cite: tuple = ()
     """Bibliography keys of the book (book/references.bib) for this framework."""
     as_of: str = ""
-    """The version the facts describe: the commits or releases read, with their date
+    """The version the facts describe, as the commits or releases read with their date
     ("README @002d808a (2025); async flags PR #1152 (Jan. 2026)"). Facts go stale."""
 
 

@@ -33,7 +33,7 @@ __all__ = ["BASES", "FAR_OFF", "PUBLISHED_RUNS", "PublishedComparison", "Publish
            "load_published_runs", "published_run_log", "published_runs_table"]
 
 BASES = ("stated", "derived", "assumed")
-"""How a workload field is known: the source says it, it is computed from what the source says
+"""How a workload field is known. The source says it, it is computed from what the source says
 (formula in its basis), or it is assumed (with where the value comes from)."""
 
 FAR_OFF = 0.3
@@ -108,7 +108,8 @@ def load_published_runs(path=None) -> dict:
 
 
 PUBLISHED_RUNS = load_published_runs()
-"""{"sources", "rows", "not_modelled"}: the published runs (:func:`load_published_runs`)."""
+"""The published runs (:func:`load_published_runs`), a dict with keys ``"sources"``,
+``"rows"`` and ``"not_modelled"``."""
 
 _VERL_TIMER = {phases[0]: timer for timer, phases in RUN_FORMATS["verl"]["timing"].items()
                if len(phases) == 1}
@@ -151,7 +152,7 @@ class PublishedComparison:
     in_sample: bool = False
     """A sync row the weight-sync constants were fitted to (left out of the summary)."""
     why: str | None = None
-    """Where a model is far off: the phase with the largest gap, the shares, the assumptions
+    """Where a model is far off, as the phase with the largest gap, the shares, the assumptions
     and what is not modelled, from the data; where a model cannot set the run up, its
     message."""
     comparison: object = field(default=None, repr=False, compare=False)
@@ -164,8 +165,9 @@ class PublishedTable:
 
     rows: tuple
     summary: dict
-    """{kind: {"estimate" / "simulation": {"rows", "median_abs_error", "worst_abs_error",
-    "worst_row"}}}; a weight-sync summary counts the held-out rows only."""
+    """The errors per kind of row, as kind -> ``"estimate"`` or ``"simulation"`` -> a dict of
+    ``rows``, ``median_abs_error``, ``worst_abs_error`` and ``worst_row``. A weight-sync summary
+    counts the held-out rows only."""
     settings: dict
     """The efficiencies and steps every row used (no per-row tuning)."""
 

@@ -61,7 +61,7 @@ class RunLog:
     """``"jsonl"``, ``"console"`` or ``"table"`` (a published table's figures,
     :func:`~rlmperf_lite.sim.published.published_run_log`)."""
     steps: tuple
-    """Step numbers, shape (S,): as logged (verl), or 1..S in order (NeMo-RL, whose step header
+    """Step numbers of shape (S,), as logged (verl) or 1..S in order (NeMo-RL, whose step header
     restarts each epoch)."""
     timing_s: tuple
     """(S,) dicts, timer name as logged -> seconds."""
@@ -343,8 +343,8 @@ class RunComparison:
     unmapped: tuple
     notes: tuple = field(default=())
     estimated_phases_s: dict = field(default_factory=dict)
-    """Every phase of the estimate, {book phase: seconds} (:func:`estimated_phase_s`; empty
-    when the layout has no estimate), logged or not."""
+    """Every phase of the estimate, logged or not, as book phase -> seconds
+    (:func:`estimated_phase_s`; empty when the layout has no estimate)."""
     simulated_phases_s: dict = field(default_factory=dict)
     """Every phase of the simulated steady state (:func:`simulated_phase_s`), logged or not."""
 

@@ -145,8 +145,9 @@ def _tp_across_nodes_ratio(hardware: str) -> float:
     hw = hardware_preset(hardware)
     across = replace(hw, gpus_per_node=16,
                      intra_node_bandwidth_bytes_per_s=hw.inter_node_bandwidth_bytes_per_s)
-    inside = _tp_plan("gpt3-175b", hw, 8, 1, 4608, gpus=128)[1]
-    spread = _tp_plan("gpt3-175b", across, 16, 1, 4608, gpus=128)[1]
+    # GPT-3's full context, 2,048 tokens; the ratio does not depend on the length
+    inside = _tp_plan("gpt3-175b", hw, 8, 1, 2048, gpus=128)[1]
+    spread = _tp_plan("gpt3-175b", across, 16, 1, 2048, gpus=128)[1]
     return spread.comm_s["tp"] / inside.comm_s["tp"]
 
 

@@ -1,0 +1,41 @@
+"""Every number the prose glues from a lab resolves: the reference names a committed notebook,
+a key that notebook glues, and a format (myst-nb reads ``path::key`` without one as the key
+``path:`` in the format ``key``, and the strict build fails only after a full build)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+GLUE_REF = re.compile(r"\{glue:(?:text|md)\}`([^`]*)`")
+PAGES = sorted((REPO / "book").rglob("*.md"))
+
+
+def _glued_keys(notebook: Path) -> set:
+    """Names of the outputs ``myst_nb.glue`` recorded in a committed, executed notebook."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return {o["metadata"]["scrapbook"]["name"] for c in cells for o in c.get("outputs", ())
+            if "scrapbook" in o.get("metadata", {})}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_cross_document_glue_reference_resolves(page):
+    keys = {}
+    for ref in GLUE_REF.findall(page.read_text(encoding="utf-8")):
+        if "::" not in ref:
+            continue                                    # a key glued on this page itself
+        path, _, rest = ref.partition("::")
+        key, sep, fmt = rest.partition(":")
+        assert sep and fmt, f"{page.name}: {ref!r} has no format; write {ref}:.1f (or :d, :,d)"
+        notebook = (page.parent / path).resolve()
+        assert notebook.is_file(), f"{page.name}: {ref!r} names no notebook"
+        if notebook not in keys:
+            keys[notebook] = _glued_keys(notebook)
+        assert key in keys[notebook], f"{page.name}: {notebook.name} glues no {key!r}"
+
+
+def test_the_check_sees_the_book_glue():
+    refs = [r for p in PAGES for r in GLUE_REF.findall(p.read_text(encoding="utf-8"))]
+    assert len(refs) > 100 and any("ch08_gpt3_comm_ratio" in r for r in refs)
