@@ -3,6 +3,7 @@ import json
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -155,6 +156,17 @@ def test_errors_name_the_flag_the_user_typed(capsys, argv, line):
     (--gpus, --lr, --ray-mode), in one line, exit 2."""
     code, out, err = _main(capsys, *argv)
     assert (code, out, err) == (2, "", f"rlmperf: error: {line}\n")
+
+
+def test_a_diverged_run_names_the_flag_in_one_line(capsys):
+    """--lr 1e10 failed with 'per_token_logps[0, 0] is nan' after numpy's overflow warnings;
+    now the one line names the step and the flag, and nothing else reaches stderr."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)        # numpy's overflows would raise
+        code, _, err = _main(capsys, "train", "--lr", "1e10", "--steps", "3")
+    assert code == 2 and err.endswith("\nrlmperf: error: training diverged at step 1: the "
+                                      "rollout's log-probs became non-finite; --lr=1e+10 is too "
+                                      "high: lower it\n")
 
 
 def test_a_config_field_is_not_taken_for_a_flag(capsys, tmp_path):

@@ -165,7 +165,8 @@ def train_async_grpo(config: AsyncGRPOConfig = AsyncGRPOConfig(), *,
             (the step and the lr named).
     """
     check_loop_args(config, AsyncGRPOConfig, task, progress, on_step, eval_every, None)
-    with blas_limits(config):
+    # a diverging run overflows inside numpy before check_diverged names the cause (the lr)
+    with blas_limits(config), np.errstate(over="ignore", invalid="ignore"):
         return _train(config, task or AdditionTask(), progress, on_step, eval_every, base_params)
 
 

@@ -195,8 +195,8 @@ def check_diverged(step, c: RLConfig, what: str, value, *, lr_field: str = "lr")
     the likely cause is the learning rate ``c.<lr_field>``."""
     if not np.isfinite(value).all():
         at = "" if step is None else f" at step {step}"
-        raise ValueError(f"training diverged{at}: {what} became non-finite; lower {lr_field} "
-                         f"(got {getattr(c, lr_field):g})")
+        raise ValueError(f"training diverged{at}: {what} became non-finite; "
+                         f"{lr_field}={getattr(c, lr_field):g} is too high: lower it")
 
 
 def blas_limits(c: RLConfig):

@@ -119,7 +119,9 @@ def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None =
             lr named).
     """
     check_loop_args(config, GRPOConfig, task, progress, on_step, eval_every, stop_at_accuracy)
-    with blas_limits(config):
+    # a diverging run overflows inside numpy before check_diverged names the cause (the lr):
+    # the error says it, numpy's warnings would only bury it
+    with blas_limits(config), np.errstate(over="ignore", invalid="ignore"):
         return _train(config, task or AdditionTask(), progress, on_step, eval_every,
                       stop_at_accuracy, base_params)
 

@@ -88,7 +88,9 @@ def train_ppo(config: PPOConfig = PPOConfig(), *, task: AdditionTask | None = No
     Raises ValueError naming the argument, as train_grpo (``config`` must be a PPOConfig; a
     diverged critic names ``critic_lr``)."""
     check_loop_args(config, PPOConfig, task, progress, on_step, eval_every, stop_at_accuracy)
-    with blas_limits(config):
+    # a diverging run overflows inside numpy before check_diverged names the cause (the lr):
+    # the error says it, numpy's warnings would only bury it
+    with blas_limits(config), np.errstate(over="ignore", invalid="ignore"):
         return _train(config, task or AdditionTask(), progress, on_step, eval_every,
                       stop_at_accuracy)
 
