@@ -78,8 +78,9 @@ def test_config_excludes_environments_and_non_book_folders():
 
 
 def test_labs_launch_on_binder_and_colab():
-    """Launch buttons: Binder reads requirements.txt and runtime.txt; Colab has neither, so the
-    first code cell of every lab installs the library when it is missing."""
+    """Launch buttons: Binder reads binder/ (tests/test_repo_layout.py); Colab has neither, so
+    the first code cell of every lab installs the library when it is missing
+    (tests/test_lab_install_cell.py)."""
     import nbformat
     config = yaml.safe_load((REPO / "_config.yml").read_text(encoding="utf-8"))
     assert config["launch_buttons"]["binderhub_url"] and config["launch_buttons"]["colab_url"]

@@ -34,6 +34,49 @@ def test_widget_shows_the_calculators_error_instead_of_a_traceback():
     assert "decode</td><td>0</td>" in box.children[0].children[1].value
 
 
+def test_workdepth_widget_steps_lengths_in_powers_of_two_and_redraws_with_p(monkeypatch):
+    import IPython.display
+    import ipywidgets as w
+    from rlmperf_lite.book.widgets import LENGTHS, length_slider
+    shown = []                                               # what the widget displays
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj.to_dict()))
+    assert LENGTHS[0] == 1 and LENGTHS[-1] == 32768 and len(LENGTHS) == 16
+    box = workdepth_widget(**TOY)
+    controls = {c.description: c for c in box.children[0].children[0].children}
+    r = controls["R response"]
+    assert isinstance(r, w.SelectionSlider) and r.value == 4096
+    assert list(r.options) == list(LENGTHS)                  # one step from 4,096 is 2,048
+    assert isinstance(controls["P prompt"], w.SelectionSlider)
+    assert len(shown) == 2                                   # the shares, and W/p and D
+    before = list(shown)
+    controls["log10 p"].value = 9.0
+    after = shown[2:]
+    assert after[0] == before[0]                             # the shares do not depend on p
+    assert after[1]["data"] != before[1]["data"]             # W/p does
+    assert "p = 1,000,000,000" in after[1]["title"]
+    with pytest.raises(ValueError, match="power of two"):
+        length_slider(4000, "R response")
+
+
+def test_brent_terms_chart_carries_w_over_p_and_depth():
+    from rlmperf_lite.book import brent_terms_chart
+    wd = grpo_step_workdepth(**TOY, num_prompts=2, group_size=2, prompt_len=6, response_len=3,
+                             processors=1000)
+    spec = brent_terms_chart({"toy": wd}).to_dict()
+    got = {(v["phase"], v["term"]): v["rounds"] for v in spec["data"]["values"]}
+    decode = wd.phase("decode")
+    assert got[("decode", "W/p")] == decode.work_flops / 1000
+    assert got[("decode", "𝒟")] == decode.depth_rounds
+    assert got[("decode", "W/p")] + got[("decode", "𝒟")] == pytest.approx(decode.brent_rounds)
+    assert "p = 1,000" in spec["title"]
+    assert spec["encoding"]["x"]["stack"] is None            # bars on a log scale: no stack
+    other = grpo_step_workdepth(**TOY, num_prompts=2, group_size=2, prompt_len=6, response_len=3)
+    with pytest.raises(ValueError, match="one processor count"):
+        brent_terms_chart({"a": wd, "b": other})
+    with pytest.raises(ValueError, match="empty"):
+        brent_terms_chart({})
+
+
 def test_variant_cost_widget_tables_every_variant_and_shows_errors():
     from rlmperf_lite.book import variant_cost_widget
     box = variant_cost_widget(**TOY)

@@ -139,6 +139,36 @@ def workdepth_chart(results: dict, *, title: str = "Share of work and depth per 
     ).properties(width=260, height=220, title=title)
 
 
+def brent_terms_chart(results: dict, *, title: str | None = None):
+    """``results``: {label: WorkDepth}, all at one processor count p. Bars of each phase's two
+    terms of Brent's bound W/p + 𝒟, in rounds on a log scale (zero terms left out): the view
+    of :func:`workdepth_chart` that moves with p. Default title names p.
+
+    Raises:
+        ValueError: empty ``results``, or results at different p.
+    """
+    if not results:
+        raise ValueError("results is empty: pass {label: WorkDepth}")
+    counts = {ph.processors for wd in results.values() for ph in wd.phases}
+    if len(counts) != 1:
+        raise ValueError(f"results must share one processor count p, got {sorted(counts)}")
+    rows = [{"model": label, "phase": ph.name, "term": term, "rounds": value}
+            for label, wd in results.items() for ph in wd.phases
+            for term, value in (("W/p", ph.work_flops / ph.processors), ("𝒟", ph.depth_rounds))
+            if value > 0]
+    order = [ph.name for ph in next(iter(results.values())).phases]
+    (p,) = counts
+    return alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        x=alt.X("rounds:Q", title="rounds", scale=alt.Scale(type="log"), stack=None),
+        y=alt.Y("phase:N", sort=order, title=None),
+        color=alt.Color("term:N", title=None, sort=["W/p", "𝒟"]),
+        yOffset=alt.YOffset("term:N", sort=["W/p", "𝒟"]),
+        column=alt.Column("model:N", title=None, sort=list(results)),
+        tooltip=["model:N", "phase:N", "term:N", alt.Tooltip("rounds:Q", format=".3g")],
+    ).properties(width=260, height=220,
+                 title=title or f"W/p and 𝒟 per phase at p = {p:,} processors")
+
+
 def metrics_chart(history: list, metrics: tuple, *, title: str = "Training metrics"):
     """One small line chart per metric (``history`` rows from a training loop), side by side."""
     rows = [{"step": h["step"], "metric": m, "value": h[m]} for h in history for m in metrics

@@ -6,7 +6,7 @@ import html
 
 import altair as alt
 
-from .widgets import wire
+from .widgets import length_slider, wire
 from ..cost import (ALGOS, estimate_rl_step, hardware_presets, resolve_hardware, model_presets,
                     roofline_time)
 
@@ -104,7 +104,7 @@ def estimate_widget(**defaults):
         "prompts": w.IntSlider(value=c["prompts"], min=1, max=1024, description="B prompts"),
         "group_size": w.IntSlider(value=c["group_size"], min=1, max=64, description="G group"),
         "prompt_len": w.IntSlider(value=c["prompt_len"], min=1, max=8192, description="P"),
-        "response_len": w.IntSlider(value=c["response_len"], min=1, max=32768, description="R"),
+        "response_len": length_slider(c["response_len"], "R"),
         "gpus": w.IntSlider(value=c["gpus"], min=1, max=1024, description="GPUs"),
         "kl_coef": w.FloatSlider(value=c["kl_coef"], min=0.0, max=0.1, step=0.001,
                                  readout_format=".3f", description="kl_coef"),
@@ -142,7 +142,7 @@ def rl_workdepth_widget(**defaults):
     controls = {
         "actor": w.Dropdown(options=model_presets(), value=c["actor"], description="model"),
         "group_size": w.IntSlider(value=c["group_size"], min=1, max=64, description="G group"),
-        "response_len": w.IntSlider(value=c["response_len"], min=1, max=32768, description="R"),
+        "response_len": length_slider(c["response_len"], "R"),
         "log10_p": w.FloatSlider(value=c["log10_p"], min=0, max=16, step=0.5,
                                  description="log10 p"),
     }

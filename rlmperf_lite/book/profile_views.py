@@ -17,11 +17,11 @@ import altair as alt
 
 from ..cost import ALGOS, estimate_rl_step, hardware_presets, model_presets
 from ..cost.workdepth import grpo_step_workdepth, ppo_step_workdepth
-from .charts import workdepth_chart
+from .charts import brent_terms_chart, workdepth_chart
 from .cost_views import phase_share_chart
 from .grid_charts import LLAMA2_7B, grid_chart, grid_points
 from .static_calculators import estimate_grid
-from .widgets import error_html, wire
+from .widgets import error_html, length_slider, wire
 
 __all__ = ["PPO_GRPO_GRID", "PROFILE_GRID", "GENERATION", "ppo_grpo_workdepth",
            "ppo_grpo_table_html", "ppo_grpo_widget", "ppo_grpo_workdepth_grid",
@@ -91,9 +91,10 @@ def ppo_grpo_table_html(results: dict) -> str:
 def ppo_grpo_widget(model: dict = LLAMA2_7B, **defaults):
     """Sliders for B, G, P, R, PPO's epochs and minibatches and log10 p driving
     :func:`ppo_grpo_workdepth` for a fixed model shape (Chapter 2 lab): the phases of both steps
-    as a table and their shares of W and 𝒟 as bars. Defaults: the lab's 7B comparison (GRPO
-    32 x 16, PPO 512 x 1 with 2 epochs x 2 minibatches, P = 512, R = 4096). Bad settings show
-    the library's ValueError message instead of a traceback."""
+    as a table, their shares of W and 𝒟 as bars (which p does not change) and their terms W/p
+    and 𝒟 (which it does); P and R step through powers of two. Defaults: the lab's 7B
+    comparison (GRPO 32 x 16, PPO 512 x 1 with 2 epochs x 2 minibatches, P = 512, R = 4096).
+    Bad settings show the library's ValueError message instead of a traceback."""
     import ipywidgets as w
 
     c = {"num_prompts": 32, "group_size": 16, "prompt_len": 512, "response_len": 4096,
@@ -102,10 +103,8 @@ def ppo_grpo_widget(model: dict = LLAMA2_7B, **defaults):
         "num_prompts": w.IntSlider(value=c["num_prompts"], min=1, max=512,
                                    description="B prompts"),
         "group_size": w.IntSlider(value=c["group_size"], min=1, max=64, description="G group"),
-        "prompt_len": w.IntSlider(value=c["prompt_len"], min=1, max=8192,
-                                  description="P prompt"),
-        "response_len": w.IntSlider(value=c["response_len"], min=1, max=32768,
-                                    description="R response"),
+        "prompt_len": length_slider(c["prompt_len"], "P prompt"),
+        "response_len": length_slider(c["response_len"], "R response"),
         "ppo_epochs": w.IntSlider(value=c["ppo_epochs"], min=1, max=8, description="epochs"),
         "num_minibatches": w.IntSlider(value=c["num_minibatches"], min=1, max=64,
                                        description="minibatches"),
@@ -119,7 +118,8 @@ def ppo_grpo_widget(model: dict = LLAMA2_7B, **defaults):
         n = kw["num_prompts"] * kw["group_size"]
         return (f"<p>PPO: {n:,} prompts x 1 sample; GRPO: {kw['num_prompts']:,} "
                 f"prompts x {kw['group_size']} samples</p>" + ppo_grpo_table_html(results),
-                [workdepth_chart(results, title="Shares of W and 𝒟 per phase")])
+                [workdepth_chart(results, title="Shares of W and 𝒟 per phase"),
+                 brent_terms_chart(results)])
 
     message, out = wire(sliders, compute)
     return w.VBox([w.HBox([w.VBox(list(sliders.values())), message]), out])

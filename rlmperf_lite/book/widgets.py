@@ -8,7 +8,10 @@ from typing import Callable
 
 from ..cost.variants import compare_variants
 from ..cost.workdepth import grpo_step_workdepth
-from .charts import workdepth_chart
+from .charts import brent_terms_chart, workdepth_chart
+
+LENGTHS = tuple(2 ** k for k in range(16))
+"""The options of a length slider, 1 to 32,768 tokens in powers of two."""
 
 
 def error_html(err: Exception) -> str:
@@ -63,6 +66,21 @@ def wire(controls: dict, compute: Callable[[dict], tuple], *, message=None) -> t
     return message, out
 
 
+def length_slider(value: int, description: str):
+    """A slider over :data:`LENGTHS` starting at ``value``: a length spans four decades, and
+    on a linear slider a small drag jumps from 4,096 to 1.
+
+    Raises:
+        ValueError: ``value`` not a power of two from 1 to 32,768.
+    """
+    import ipywidgets as w
+
+    if value not in LENGTHS:
+        raise ValueError(f"{description}: value must be a power of two from 1 to "
+                         f"{LENGTHS[-1]:,} (a length slider's options), got {value!r}")
+    return w.SelectionSlider(options=list(LENGTHS), value=value, description=description)
+
+
 def _table(wd) -> str:
     rows = "".join(
         f"<tr><td>{p.name}</td><td>{p.work_flops:.3g}</td><td>{p.depth_rounds:.4g}</td>"
@@ -74,7 +92,10 @@ def _table(wd) -> str:
 
 
 def workdepth_widget(**model):
-    """Sliders for B, G, P, R and log10 p driving the calculator for a fixed model shape.
+    """Sliders for B, G, P, R and log10 p driving the calculator for a fixed model shape: the
+    table, the shares of W and 𝒟 (which p does not change) and the terms W/p and 𝒟 (which it
+    does). P and R step through powers of two
+    (:func:`~rlmperf_lite.book.widgets.length_slider`).
 
     Defaults: the DeepSeek-R1-like batch of the Chapter 1 lab (B=32, G=16, P=512, R=4096).
 
@@ -87,15 +108,16 @@ def workdepth_widget(**model):
     sliders = {
         "num_prompts": w.IntSlider(value=32, min=1, max=512, description="B prompts"),
         "group_size": w.IntSlider(value=16, min=1, max=64, description="G group"),
-        "prompt_len": w.IntSlider(value=512, min=1, max=8192, description="P prompt"),
-        "response_len": w.IntSlider(value=4096, min=1, max=32768, description="R response"),
+        "prompt_len": length_slider(512, "P prompt"),
+        "response_len": length_slider(4096, "R response"),
         "log10_p": w.FloatSlider(value=6.0, min=0.0, max=13.0, step=0.5, description="log10 p"),
     }
 
     def compute(v):
         log10_p = v.pop("log10_p")
         wd = grpo_step_workdepth(**model, **v, processors=int(round(10 ** log10_p)))
-        return _table(wd), [workdepth_chart({"this model": wd}, title="Shares of W and D")]
+        return _table(wd), [workdepth_chart({"this model": wd}, title="Shares of W and 𝒟"),
+                            brent_terms_chart({"this model": wd})]
 
     message, out = wire(sliders, compute)
     return w.VBox([w.HBox([w.VBox(list(sliders.values())), message]), out])
