@@ -46,6 +46,9 @@ def test_decode_depth_grows_with_response_and_layers_not_with_processors():
     many = rl_step_workdepth("grpo", processors=10**12, **BASE)
     assert many.phase("rollout_decode").depth_rounds == long.phase("rollout_decode").depth_rounds
     assert many.phase("rollout_decode").lower_rounds == many.phase("rollout_decode").depth_rounds
+    for ph in many.phases:                               # Brent's two terms, W/p and D
+        assert ph.work_rounds == ph.work_flops / 10**12
+        assert ph.brent_rounds == ph.work_rounds + ph.depth_rounds
     # decode: little of the work, most of the depth; training: the reverse
     assert long.phase("rollout_decode").depth_rounds > 0.9 * long.depth_rounds
     assert long.phase("actor_update").work_flops > long.phase("rollout_decode").work_flops

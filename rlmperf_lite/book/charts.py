@@ -154,7 +154,7 @@ def brent_terms_chart(results: dict, *, title: str | None = None):
         raise ValueError(f"results must share one processor count p, got {sorted(counts)}")
     rows = [{"model": label, "phase": ph.name, "term": term, "rounds": value}
             for label, wd in results.items() for ph in wd.phases
-            for term, value in (("W/p", ph.work_flops / ph.processors), ("𝒟", ph.depth_rounds))
+            for term, value in (("W/p", ph.work_rounds), ("𝒟", ph.depth_rounds))
             if value > 0]
     order = [ph.name for ph in next(iter(results.values())).phases]
     (p,) = counts

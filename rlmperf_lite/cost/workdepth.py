@@ -79,14 +79,19 @@ class PhaseRounds:
         return self.work_flops / self.depth_rounds if self.depth_rounds else math.inf
 
     @property
+    def work_rounds(self) -> float:
+        """W / p — the rounds of the work alone, spread evenly over p processors."""
+        return self.work_flops / self.processors
+
+    @property
     def lower_rounds(self) -> float:
         """max(W / p, depth) — no schedule on p processors is faster."""
-        return max(self.work_flops / self.processors, self.depth_rounds)
+        return max(self.work_rounds, self.depth_rounds)
 
     @property
     def brent_rounds(self) -> float:
         """W / p + depth — a greedy schedule on p processors is this fast or faster (Brent)."""
-        return self.work_flops / self.processors + self.depth_rounds
+        return self.work_rounds + self.depth_rounds
 
     def as_dict(self) -> dict:
         return {"phase": self.name, "work_flops": self.work_flops,
