@@ -11,7 +11,9 @@ import dataclasses
 import html
 
 import altair as alt
+from tqdm import tqdm
 
+from ..checks import check_bool
 from ..cost import hardware_presets, model_presets
 from ..sim import simulate
 from ..sim.breakdown import step_breakdown
@@ -202,29 +204,35 @@ recipe), two models, four cluster sizes (H100)."""
 
 
 def framework_grid(grid: dict | None = None, *, hardware: str = "h100-sxm",
-                   steps: int = 12) -> list[dict]:
+                   steps: int = 12, progress: bool = False) -> list[dict]:
     """Each preset of ``grid["framework"]`` for each model and GPU count, simulated for
     ``steps`` steps on the presets' default workload: one row per preset and measure
     (``STEP_TIME``, ``THROUGHPUT``) with ``framework``, ``actor``, ``gpus``, ``measure``,
     ``value``. Presets that map to the same system are simulated once. Settings the library
-    rejects give no rows."""
+    rejects give no rows. ``progress``: a text bar over the (model, GPUs) cells.
+
+    Raises:
+        ValueError: ``progress`` not a bool.
+    """
+    check_bool("progress", progress)
     grid = grid or FRAMEWORK_GRID
     rows, seen = [], {}
-    for actor in grid["actor"]:
-        for gpus in grid["gpus"]:
-            for name in grid["framework"]:
-                try:
-                    system = framework_system(name, actor=actor, hardware=hardware, gpus=gpus)
-                    key = repr(dataclasses.replace(system, name=""))
-                    if key not in seen:
-                        seen[key] = simulate(system, DEFAULT_WORKLOAD, steps=steps)
-                except ValueError:
-                    continue
-                r = seen[key]
-                point = {"framework": name, "actor": actor, "gpus": gpus}
-                rows.append({**point, "measure": STEP_TIME, "value": r.step_time_s})
-                rows.append({**point, "measure": THROUGHPUT,
-                             "value": r.throughput_tokens_per_s_per_gpu})
+    cells = [(actor, gpus) for actor in grid["actor"] for gpus in grid["gpus"]]
+    for actor, gpus in tqdm(cells, desc="grid", unit="cell", ascii=True, mininterval=1.0,
+                            disable=not progress):
+        for name in grid["framework"]:
+            try:
+                system = framework_system(name, actor=actor, hardware=hardware, gpus=gpus)
+                key = repr(dataclasses.replace(system, name=""))
+                if key not in seen:
+                    seen[key] = simulate(system, DEFAULT_WORKLOAD, steps=steps)
+            except ValueError:
+                continue
+            r = seen[key]
+            point = {"framework": name, "actor": actor, "gpus": gpus}
+            rows.append({**point, "measure": STEP_TIME, "value": r.step_time_s})
+            rows.append({**point, "measure": THROUGHPUT,
+                         "value": r.throughput_tokens_per_s_per_gpu})
     return rows
 
 

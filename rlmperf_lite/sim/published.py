@@ -21,7 +21,9 @@ from importlib import resources
 
 import numpy as np
 
-from ..checks import check_efficiency, check_int
+from tqdm import tqdm
+
+from ..checks import check_bool, check_efficiency, check_int
 from ..cost import (VERL_SYNC_ROWS, calibrate_weight_sync, resolve_hardware, resolve_model,
                     verl_sync_model_s)
 from .frameworks import NEMO_RL_PERF_V04
@@ -351,19 +353,21 @@ def _summary(rows) -> dict:
 
 
 def published_runs_table(runs: dict | None = None, *, train_efficiency: float = 0.4,
-                         decode_efficiency: float = 0.6, sim_steps: int | None = None) -> PublishedTable:
+                         decode_efficiency: float = 0.6, sim_steps: int | None = None,
+                         progress: bool = False) -> PublishedTable:
     """Every row of ``runs`` (default :data:`PUBLISHED_RUNS`) against the estimate and the
     simulator, with one setting for all rows: the efficiencies (default the library's,
     :func:`~rlmperf_lite.sim.runs.compare_run`'s) and the simulated steps (None: the steady
-    window, :func:`~rlmperf_lite.sim.steady_steps`).
+    window, :func:`~rlmperf_lite.sim.steady_steps`). ``progress``: a text bar over the rows.
 
     A row whose inputs the models refuse (a model that fits no replica of the hardware) is
     kept with no model seconds and the models' message as its ``why``.
 
     Raises:
-        ValueError: naming a bad efficiency or ``sim_steps``.
+        ValueError: naming a bad efficiency, ``sim_steps`` or ``progress``.
     """
     runs = PUBLISHED_RUNS if runs is None else runs
+    check_bool("progress", progress)
     check_efficiency("train_efficiency", train_efficiency)
     check_efficiency("decode_efficiency", decode_efficiency)
     check_int("sim_steps", sim_steps, 2, optional=True)
@@ -374,7 +378,8 @@ def published_runs_table(runs: dict | None = None, *, train_efficiency: float = 
         held_out[(r["model"], False)] = r["held_out"]
         held_out[(r["model"], True)] = r["held_out_checkpoint_engine"]
     rows = []
-    for row in runs["rows"]:
+    for row in tqdm(runs["rows"], desc="published runs", unit="run", ascii=True,
+                    mininterval=1.0, disable=not progress):      # a text bar: it shows in HTML too
         try:
             rows.append(_step_row(row, runs["sources"], settings) if row["kind"] == "step"
                         else _sync_row(row, runs["sources"], held_out))

@@ -16,6 +16,9 @@ simulator is asked for the shape — a fall, then a flat — not the seconds.
 """
 from __future__ import annotations
 
+from tqdm import tqdm
+
+from ..checks import check_bool
 from .from_cost import system_from_cost
 from .workload import Workload
 
@@ -68,17 +71,24 @@ def verl_ablation_system(staleness: float | None, workload: Workload | None = No
 
 def reproduce_verl_staleness_ablation(stalenesses=(0.0, 0.1, 0.3, 0.5),
                                       steps: int | None = None,
-                                      workload: Workload | None = None) -> list[dict]:
+                                      workload: Workload | None = None,
+                                      progress: bool = False) -> list[dict]:
     """Simulated steady-state step time next to the published one, for each staleness and for
     the colocated baseline (``staleness`` None). Rows: ``staleness``, ``simulated_step_s``,
     ``published_step_s``, ``mean_staleness``, ``rollout_compute``, ``train_compute``.
     ``steps`` None: :func:`~rlmperf_lite.sim.steady_steps` steps, the steady window of
     :func:`~rlmperf_lite.sim.steady_step_time_s`; an int: that many steps
-    (:attr:`~rlmperf_lite.sim.SimResult.step_time_s`)."""
+    (:attr:`~rlmperf_lite.sim.SimResult.step_time_s`). ``progress``: a text bar over the runs.
+
+    Raises:
+        ValueError: ``progress`` not a bool.
+    """
     from . import simulate, steady_steps
+    check_bool("progress", progress)
     wl = workload or verl_ablation_workload()
     rows = []
-    for s in (None, *stalenesses):
+    for s in tqdm((None, *stalenesses), desc="staleness runs", unit="run", ascii=True,
+                  mininterval=1.0, disable=not progress):
         system = verl_ablation_system(s, wl)
         r = simulate(system, wl, steady_steps(system) if steps is None else steps)
         u = r.utilisation()
