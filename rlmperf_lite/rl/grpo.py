@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import check_bool, check_choice, check_int, check_number
-from ..nn import (COUNTER, AdamW, clip_grad_norm, copy_params, generate, logps_backward,
-                  logps_forward, token_entropy, token_logps)
-from ..tasks import AdditionTask
+from ..nn import (COUNTER, AdamW, TinyLMConfig, clip_grad_norm, copy_params, generate,
+                  logps_backward, logps_forward, token_entropy, token_logps)
+from ..tasks import COT_DEFAULTS, AdditionTask, Task
 from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages,
                          reinforce_pp_baseline_advantages, rloo_advantages)
 from .common import (MAX_SAMPLES, RLConfig, RLResult, blas_limits, check_diverged,
@@ -79,6 +79,13 @@ class GRPOConfig(RLConfig):
             raise ValueError(f"variant must be one of {sorted(cls.VARIANTS)}, got {name!r}")
         return cls(**{**cls.VARIANTS[name], **overrides})
 
+    @classmethod
+    def for_cot(cls, **overrides) -> GRPOConfig:
+        """The config of the chain-of-thought design (:class:`~rlmperf_lite.tasks.CoTTask`):
+        ``COT_DEFAULTS``' grpo fields and model shape, with overrides."""
+        fields = {**COT_DEFAULTS["grpo"], "model": TinyLMConfig(**COT_DEFAULTS["model"])}
+        return cls(**{**fields, **overrides})
+
     def __post_init__(self):
         super().__post_init__()
         check_choice("GRPOConfig.advantage_estimator", self.advantage_estimator,
@@ -109,7 +116,7 @@ class GRPOConfig(RLConfig):
 GRPOResult = RLResult
 
 
-def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None = None,
+def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: Task | None = None,
                progress: bool = False, on_step=None, eval_every: int = 0,
                stop_at_accuracy: float | None = None,
                base_params: dict | None = None) -> GRPOResult:
