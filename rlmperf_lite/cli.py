@@ -27,8 +27,8 @@ from functools import partial
 
 from .checks import check_number
 from .nn import TinyLMConfig
-from .rl import GRPOConfig, PPOConfig, evaluate, train_grpo, train_ppo
-from .tasks import AdditionTask
+from .rl import GRPOConfig, PPOConfig, evaluate_details, train_grpo, train_ppo
+from .tasks import AdditionTask, CoTTask
 from .cost.workdepth import grpo_step_workdepth
 
 __all__ = ["main"]
@@ -38,15 +38,26 @@ ALGOS = {"ppo": (PPOConfig, train_ppo),
             for name in GRPOConfig.VARIANTS}}
 
 
-def _train(args) -> int:
-    t0 = time.perf_counter()
+def _train_setup(args):
+    """(config, train function, task) of ``rlmperf train``'s flags; --task cot starts from the
+    design's defaults (``GRPOConfig.for_cot``) and runs the GRPO family in this process."""
     config_cls, train = ALGOS[args.algo]
     overrides = {k: getattr(args, k) for k in ("seed", "steps", "lr", "num_prompts", "group_size",
                                                "kl_coef") if getattr(args, k) is not None}
     if "group_size" in overrides and args.algo == "ppo":
         raise ValueError("--group-size applies to the GRPO family, not --algo ppo")
-    config = config_cls(**overrides)
-    task = AdditionTask()
+    if args.task == "addition":
+        return config_cls(**overrides), train, AdditionTask()
+    if args.algo == "ppo" or args.runtime == "ray":
+        raise ValueError("--task cot runs the GRPO family in this process: drop --algo ppo "
+                         "and --runtime ray")
+    return (GRPOConfig.for_cot(**{**GRPOConfig.VARIANTS[args.algo], **overrides}), train,
+            CoTTask())
+
+
+def _train(args) -> int:
+    t0 = time.perf_counter()
+    config, train, task = _train_setup(args)
 
     def emit(row):
         if args.json:
@@ -70,12 +81,13 @@ def _train(args) -> int:
         result = train(config, task=task, progress=not args.json, on_step=emit,
                        eval_every=args.eval_every, stop_at_accuracy=args.stop_at_accuracy)
     summary = {
-        "summary": True, "algo": args.algo, "seed": config.seed, "steps": len(result.history),
+        "summary": True, "task": args.task, "algo": args.algo, "seed": config.seed,
+        "steps": len(result.history),
         "final_reward_mean": result.history[-1]["reward_mean"] if result.history else None,
-        "eval_accuracy": evaluate(result.params, config.model, task,
-                                  max_new_tokens=config.max_new_tokens),
-        "base_eval_accuracy": evaluate(result.base_params, config.model, task,
-                                       max_new_tokens=config.max_new_tokens),
+        **{f"{who}eval_{k}": v
+           for who, p in (("", result.params), ("base_", result.base_params))
+           for k, v in evaluate_details(p, config.model, task,
+                                        max_new_tokens=config.max_new_tokens).items()},
         "warmstart_s": result.warmstart_s,
         "wall_s": time.perf_counter() - t0,
     }
@@ -347,8 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _train_parser(sub) -> None:
     """The ``train`` sub-command's flags."""
-    tr = sub.add_parser("train", help="warm-start then RL-train the tiny LM on the addition task")
+    tr = sub.add_parser("train", help="warm-start then RL-train the tiny LM on a toy task")
     tr.add_argument("--algo", choices=sorted(ALGOS), default="grpo")
+    tr.add_argument("--task", choices=["addition", "cot"], default="addition",
+                    help="addition (two 2-digit numbers) or cot (sum 2-6 digits, with or without "
+                         "a chain of thought; its own defaults)")
     g, p = GRPOConfig(), PPOConfig()
 
     def per_algo(name, what):

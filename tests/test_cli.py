@@ -275,3 +275,24 @@ def test_every_command_prints_strict_json(capsys, tmp_path):
         assert code == 0, err
         for line in out.strip().splitlines():
             json.loads(line, parse_constant=lambda c: pytest.fail(f"{argv}: {c}"))
+
+
+def test_train_cot_summary_has_length_and_chain_share():
+    """`rlmperf train --task cot` uses the CoT design's defaults and reports the held-out
+    response length and chain share next to accuracy, for the base and the trained model."""
+    out = rlmperf("train", "--task", "cot", "--seed", "0", "--steps", "2", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    *rows, summary = [json.loads(x) for x in out.stdout.strip().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1] and summary["task"] == "cot"
+    for key in ("base_eval_accuracy", "base_eval_response_len_mean", "eval_accuracy",
+                "eval_response_len_mean", "eval_cot_share"):
+        assert 0 <= summary[key] <= 23, key
+    assert 0 < summary["base_eval_accuracy"] < 1 and summary["base_eval_response_len_mean"] >= 4
+
+
+def test_train_bad_task_names_the_flag():
+    out = rlmperf("train", "--task", "sudoku", "--steps", "1")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--task" in out.stderr and "sudoku" in out.stderr
+    out = rlmperf("train", "--task", "cot", "--algo", "ppo", "--steps", "1")
+    assert out.returncode == 2 and "--task cot runs the GRPO family" in out.stderr

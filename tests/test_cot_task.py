@@ -94,7 +94,8 @@ def test_both_tasks_satisfy_the_protocol():
     ({"k_weights": (1, 2)}, "k_weights"), ({"k_weights": (0, 0, 0, 0, 0)}, "k_weights"),
     ({"answer_after": "middle"}, "answer_after"), ({"num_eval": 0}, "num_eval"),
     ({"heldout_fraction": 1.0}, "heldout_fraction"), ({"vocab_size": 14}, "vocab_size"),
-    ({"warmstart_cot_fraction": -0.1}, "warmstart_cot_fraction"), ({"split_seed": -1}, "split_seed"),
+    ({"warmstart_cot_fraction": -0.1}, "warmstart_cot_fraction"),
+    ({"split_seed": -1}, "split_seed"),
 ])
 def test_bad_fields_are_named(kwargs, name):
     with pytest.raises(ValueError, match=name):
@@ -116,3 +117,25 @@ def test_bad_arguments_are_named():
         T.sample_prompts(0, 3)
     with pytest.raises(ValueError, match="ids"):
         T.decode([16])
+
+
+def test_evaluate_details_against_a_direct_count():
+    """evaluate_details' numbers recomputed from the greedy rollout by hand; forced_accuracy
+    with an empty prefix is evaluate's accuracy (addition's warm-start stop rule unchanged)."""
+    from rlmperf_lite.nn import TinyLMConfig, generate, init_params
+    from rlmperf_lite.rl import GRPOConfig, evaluate, evaluate_details, forced_accuracy
+    cfg = GRPOConfig.for_cot().model
+    params = init_params(cfg, np.random.default_rng(0))
+    d = evaluate_details(params, cfg, T)
+    ro = generate(params, T.encode_prompts(T.problems("eval")), cfg, max_new_tokens=23,
+                  eos_id=T.eos_id, pad_id=T.pad_id, temperature=0.0)
+    comp = ro.tokens[:, 7:].tolist()
+    lens = [row.index(T.eos_id) + 1 if T.eos_id in row else 23 for row in comp]
+    assert d["response_len_mean"] == pytest.approx(np.mean(lens))
+    assert d["cot_share"] == pytest.approx(np.mean([row[0] != T.semicolon_id for row in comp]))
+    assert d["accuracy"] == pytest.approx(T.reward(T.problems("eval"), ro.tokens[:, 7:]).mean())
+    add, acfg = AdditionTask(), TinyLMConfig()
+    aparams = init_params(acfg, np.random.default_rng(1))
+    (pairs, prefix), = add.warmstart_checks()
+    assert forced_accuracy(aparams, acfg, add, pairs, prefix) == \
+        evaluate(aparams, acfg, add, "warmstart")

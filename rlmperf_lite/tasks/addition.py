@@ -82,7 +82,7 @@ class AdditionTask:
         return self._split[split]
 
     def problems(self, split: str) -> np.ndarray:
-        """The same as :meth:`pairs` (the name every task shares, :class:`~rlmperf_lite.tasks.Task`)."""
+        """The same as :meth:`pairs` (the name every :class:`~rlmperf_lite.tasks.Task` has)."""
         return self.pairs(split)
 
     @property
