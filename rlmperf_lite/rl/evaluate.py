@@ -14,7 +14,7 @@ def evaluate_details(params: dict, cfg: TinyLMConfig, task: Task, split: str = "
                      max_new_tokens: int | None = None) -> dict:
     """Greedy decoding on every problem of ``split`` -> ``accuracy`` (mean reward),
     ``response_len_mean`` (tokens up to and with the end token) and ``cot_share`` (the share of
-    responses that write a chain before the answer, :meth:`Task.uses_chain`). ``max_new_tokens``
+    responses that write a chain before the answer, ``task.uses_chain``). ``max_new_tokens``
     None uses ``task.eval_max_new_tokens``."""
     problems = task.problems(split)
     rollout = generate(params, task.encode_prompts(problems), cfg,
