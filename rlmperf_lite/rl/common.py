@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..checks import check_bool, check_choice, check_int, check_number
+from ..checks import check_bool, check_choice, check_int, check_number, progress_bar
 from ..nn import COUNTER, TinyLMConfig
 from ..tasks import Task
 from .evaluate import evaluate
@@ -208,12 +208,9 @@ def blas_limits(c: RLConfig):
 
 
 def step_range(c: RLConfig, desc: str, progress: bool):
-    """``range(c.steps)``, wrapped in a text tqdm bar when ``progress`` (a text bar, unlike the
-    notebook widget, also shows in a notebook saved to HTML)."""
-    if not progress:
-        return range(c.steps)
-    from tqdm import tqdm
-    return tqdm(range(c.steps), desc=desc, unit="step", mininterval=1.0, ascii=True)
+    """``range(c.steps)``, wrapped in a text tqdm bar when ``progress``
+    (:func:`~rlmperf_lite.checks.progress_bar`)."""
+    return progress_bar(range(c.steps), progress, desc=desc, unit="step")
 
 
 def flops_since(before: dict) -> dict:

@@ -65,7 +65,7 @@ def policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mas
     ``ratio = exp(logp - old_logp)``;
     ``loss_t = -min(ratio * A, clip(ratio, 1 - clip_eps_low, 1 + clip_eps_high) * A)``.
     With ``clip_ratio_c`` = c (dual clip, Ye et al. 2020, arXiv 1912.09729, Eq. 5), a token with
-    A < 0 has its loss capped at ``-c * A`` = c |A|: ``loss_t = min(loss_t, -c * A)``, so a
+    A < 0 has its loss capped at ``-c * A`` = c abs(A): ``loss_t = min(loss_t, -c * A)``, so a
     huge ratio on a bad token cannot blow up the step. As verl's ``compute_policy_loss_vanilla``
     (volcengine/verl ``verl/trainer/ppo/core_algos.py`` at commit 012be9d9;
     ``clip_ratio_c`` default 3.0 there, off here).
@@ -154,7 +154,7 @@ def _check_kl(name, x, d):
 def kl_estimate(per_token_logps, ref_per_token_logps, kind: str = "k3") -> np.ndarray:
     """Per-token estimate of KL(pi || pi_ref) from samples of pi (Schulman 2020, "Approximating
     KL divergence"): with ``d = ref_logp - logp`` (log r, r = pi_ref / pi), k1 = -d,
-    k2 = d^2 / 2, k3 = exp(d) - d - 1 (the one GRPO uses, DeepSeekMath Eq. 4), and abs = |d|
+    k2 = d^2 / 2, k3 = exp(d) - d - 1 (the one GRPO uses, DeepSeekMath Eq. 4), and abs = abs(d)
     (verl's ``kl_penalty="abs"``, core_algos.py at commit 012be9d9; biased, an L1 distance of the
     log-probs, not an unbiased KL). Shapes (B*G, R); ValueError naming the argument for
     mismatched shapes, non-finite values, an unknown ``kind`` or an estimate that overflows."""

@@ -24,9 +24,9 @@ def warm_start(cfg: TinyLMConfig, task: Task, rng: np.random.Generator, *,
                batch_size: int = 64, lr: float = 3e-3,
                max_grad_norm: float = 1.0) -> tuple[dict, list[float]]:
     """Random init, then AdamW steps of answer-token cross-entropy on the task's warm-start
-    batches (:meth:`Task.warmstart_batch`), stopped early once the task's stop rule reaches
+    batches (``task.warmstart_batch``), stopped early once the task's stop rule reaches
     ``target_accuracy`` (checked every ``check_every`` steps) or after ``max_steps``. The stop
-    rule is the worst greedy accuracy over :meth:`Task.warmstart_checks` (addition: accuracy on
+    rule is the worst greedy accuracy over ``task.warmstart_checks()`` (addition: accuracy on
     the warm-start pairs; CoT: the worst k's accuracy with the chain forced).
 
     The stopping rule fixes the base model's quality rather than its step count, so every seed

@@ -87,7 +87,7 @@ class AdditionTask:
 
     @property
     def eval_max_new_tokens(self) -> int:
-        """Decode budget of evaluation (5 tokens: the longest answer, 4, plus 1)."""
+        """The tokens evaluation decodes, the longest answer (4) plus 1."""
         return self.max_answer_len + 1
 
     def warmstart_batch(self, rng: np.random.Generator, batch_size: int):

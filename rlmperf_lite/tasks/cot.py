@@ -256,7 +256,7 @@ class CoTTask:
 
     @property
     def eval_max_new_tokens(self) -> int:
-        """Decode budget of evaluation (23 tokens: the longest answer, 21, plus 2)."""
+        """The tokens evaluation decodes, the longest answer (21) plus 2."""
         return self.max_answer_len + 2
 
     def decode(self, ids) -> str:
