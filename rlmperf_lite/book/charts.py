@@ -298,7 +298,7 @@ def step_timeline_rows(est) -> list[dict]:
 
 
 def step_timeline_chart(est, *, title: str | None = None):
-    """A colocated step's phases as bars on one time axis (:func:`step_timeline_rows`), coloured
+    """A colocated step's phases as bars on one time axis (:func:`~rlmperf_lite.book.charts.step_timeline_rows`), coloured
     by the model that runs them, each labelled with its seconds."""
     rows = step_timeline_rows(est)
     y = alt.Y("phase:N", sort=[r["phase"] for r in rows], title=None)
@@ -339,7 +339,7 @@ def brent_bounds_chart(model_wd: dict, phases=("rollout_decode", "actor_update")
                        title: str = "Brent's bounds against the processors p"):
     """Per phase (a panel each), W/p, 𝒟 and the two bounds between which a greedy schedule's
     rounds lie, max(W/p, 𝒟) <= T_p <= W/p + 𝒟, against p, log-log
-    (:func:`brent_bound_rows`)."""
+    (:func:`~rlmperf_lite.book.charts.brent_bound_rows`)."""
     rows = brent_bound_rows(model_wd, phases)
     terms = ["W/p", "𝒟", "max(W/p, 𝒟)", "W/p + 𝒟"]
     bound = alt.FieldOneOfPredicate(field="term", oneOf=terms[2:])
@@ -383,7 +383,7 @@ def length_histogram_rows(lengths, group_sizes=(16,), *, bins: int = 64) -> tupl
 def length_histogram_chart(lengths, group_sizes=(16,), *, bins: int = 64,
                            title: str = "Response lengths, and the straggler a group waits for"):
     """Histogram of ``lengths`` with the mean and the expected longest of each G of
-    ``group_sizes`` marked by labelled rules (:func:`length_histogram_rows`)."""
+    ``group_sizes`` marked by labelled rules (:func:`~rlmperf_lite.book.charts.length_histogram_rows`)."""
     bars, marks = length_histogram_rows(lengths, group_sizes, bins=bins)
     hist = alt.Chart(alt.Data(values=bars)).mark_rect(color="steelblue").encode(
         x=alt.X("start:Q", title="response length (tokens)"), x2="end:Q",
@@ -404,7 +404,7 @@ def length_histogram_chart(lengths, group_sizes=(16,), *, bins: int = 64,
 
 
 def phase_roofline_rows(est) -> tuple:
-    """(roof, phases) for :func:`phase_roofline_chart` from an
+    """(roof, phases) for :func:`~rlmperf_lite.book.phase_roofline_chart` from an
     :class:`~rlmperf_lite.cost.RLStepEstimate`: ``roof`` the device's min(peak, intensity x HBM
     bandwidth) from 0.1 to 10^5 FLOPs per byte; ``phases`` one dict per phase with FLOPs and
     bytes: ``phase``, ``bound``, ``intensity`` = flops / bytes_moved and ``flops_per_s`` = the
@@ -421,7 +421,7 @@ def phase_roofline_rows(est) -> tuple:
 
 def phase_roofline_chart(est, *, title: str | None = None):
     """The device's roofline (log-log) with each phase of ``est`` placed at its arithmetic
-    intensity and its estimated FLOP/s per GPU (:func:`phase_roofline_rows`)."""
+    intensity and its estimated FLOP/s per GPU (:func:`~rlmperf_lite.book.charts.phase_roofline_rows`)."""
     roof, phases = phase_roofline_rows(est)
     x = alt.X("intensity:Q", scale=alt.Scale(type="log"),
               title="arithmetic intensity (FLOPs per byte)")
