@@ -6,6 +6,11 @@
    process, 5 times each, interleaved (goal: numpy no slower). Needs
    `pip install -r bench/requirements.txt`.
 3. Share of a GRPO step's time spent inside matrix products (goal: at least half).
+4. Continuous batching (issue 19): padding fraction and wall time of the static sampler (whole
+   batch, and in waves of S rows) against `generate_continuous` with S slots, on variable-length
+   generations (a random-init model on the addition task, max_new_tokens 20: its end-token
+   probability gives varied lengths). `python bench/run.py --continuous` runs only this one and
+   updates its entry of bench/results.json.
 
 Prints a table and writes bench/results.json. Timings depend on the machine: they are reported
 in notes, never asserted by tests.
@@ -148,6 +153,45 @@ def matmul_share() -> dict:
             "matmul_share": matmul / total}
 
 
+def continuous_batching(num_prompts=32, group_size=4, num_slots=32, max_new_tokens=20,
+                        repeats=5) -> dict:
+    """Padding fraction and median wall time: static (all n rows), static in waves of
+    ``num_slots`` rows, and continuous with ``num_slots`` slots; same seeds, same tokens."""
+    from rlmperf_lite.nn import (TinyLMConfig, generate, generate_continuous, init_params,
+                                 static_batching_stats)
+    from rlmperf_lite.tasks import AdditionTask
+    task = AdditionTask()
+    prompts, _ = task.sample_prompts(np.random.default_rng(0), num_prompts)
+    cfg = TinyLMConfig(max_seq_len=prompts.shape[1] + max_new_tokens)
+    params = init_params(cfg, np.random.default_rng(0))
+    n, per_wave = num_prompts * group_size, num_slots // group_size
+    seeds = list(range(n))
+    args = dict(max_new_tokens=max_new_tokens, eos_id=task.eos_id, pad_id=task.pad_id,
+                group_size=group_size)
+
+    def static():
+        return [generate(params, prompts, cfg, seeds=seeds, **args)]
+
+    def waves():
+        return [generate(params, prompts[i:i + per_wave], cfg, **args,
+                         seeds=seeds[i * group_size:(i + per_wave) * group_size])
+                for i in range(0, num_prompts, per_wave)]
+
+    def continuous():
+        return generate_continuous(params, prompts, cfg, num_slots=num_slots, seeds=seeds, **args)
+
+    out = {"n": n, "num_slots": num_slots, "max_new_tokens": max_new_tokens}
+    lengths = static()[0].completion_mask.sum(axis=1)
+    out["length_mean"], out["length_max"] = float(lengths.mean()), int(lengths.max())
+    for name, fn in (("static", static), ("static_waves", waves), ("continuous", continuous)):
+        stats = [static_batching_stats(r) for r in fn()] if name != "continuous" else [fn()[1]]
+        rows, pad = sum(s.row_steps for s in stats), sum(s.padding_row_steps for s in stats)
+        out[name] = {"row_steps": rows, "padding_row_steps": pad, "padding_fraction": pad / rows,
+                     "wall_s_median": median_s(fn, repeats=repeats, warmup=1)}
+    np.testing.assert_array_equal(continuous()[0].tokens, static()[0].tokens)
+    return out
+
+
 def _blas() -> list:
     from threadpoolctl import threadpool_info
     return [{k: i.get(k) for k in ("internal_api", "num_threads", "version", "architecture")}
@@ -157,6 +201,13 @@ def _blas() -> list:
 def main():
     if sys.argv[1:2] == ["--step"]:               # child process, see _child
         print(json.dumps(step_time(sys.argv[2])))
+        return
+    if sys.argv[1:2] == ["--continuous"]:         # this entry alone, into the existing results
+        path = ROOT / "bench" / "results.json"
+        results = json.loads(path.read_text())
+        results["continuous_batching"] = continuous_batching()
+        print(json.dumps(results["continuous_batching"], indent=2))
+        path.write_text(json.dumps(results, indent=2) + "\n")
         return
     results = {"blas": _blas(), "env": {k: os.environ.get(k) for k in
                                         ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}}
@@ -176,6 +227,7 @@ def main():
             "over_torch_median": statistics.median(v) / torch_med} for k, v in runs.items()}
     results["time_to_accuracy"] = [time_to_accuracy(s) for s in (0, 1, 2)]
     results["matmul_share"] = matmul_share()
+    results["continuous_batching"] = continuous_batching()
     print(json.dumps(results, indent=2))
     (ROOT / "bench" / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 

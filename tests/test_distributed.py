@@ -392,3 +392,28 @@ def test_resume_from_another_run_is_refused(one_step_off):
     _, ckpt_dir = one_step_off
     with pytest.raises(ValueError, match="resume_from"):
         Controller(CONFIG, mode="sync", resume_from=ckpt_dir / "step_000001")
+
+
+def test_footprint_counts_shared_pages_once():
+    """The footprint is the processes' proportional set size: between the pages they alone hold
+    (USS) and their resident sizes, which count shared pages once per process (RSS)."""
+    import psutil
+
+    from rlmperf_lite.distributed.runtime import local_footprint_bytes
+    procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
+    uss = sum(p.memory_full_info().uss for p in procs)
+    footprint = local_footprint_bytes()
+    rss = sum(p.memory_info().rss for p in procs)
+    assert 0.9 * uss < footprint < 1.1 * rss
+
+
+def test_init_ray_hides_only_the_note_that_token_auth_is_on():
+    import logging
+
+    from rlmperf_lite.distributed.runtime import _token_auth_enabled_note
+    def record(msg):
+        return logging.LogRecord("ray", logging.WARNING, __file__, 1, msg, None, None)
+    assert not _token_auth_enabled_note(record("Token authentication is enabled for this Ray "
+                                               "cluster. Set RAY_AUTH_MODE=disabled to opt out."))
+    assert _token_auth_enabled_note(record("Token authentication is disabled for this Ray "
+                                           "cluster. Anyone with network access ..."))

@@ -20,7 +20,7 @@ from rlmperf_lite.distributed import (REFERENCE_COSTS, Checkpoint, RayRunResult,
 from rlmperf_lite.nn import TinyLMConfig, init_params  # noqa: E402
 from rlmperf_lite.rl import GRPOConfig  # noqa: E402
 from rlmperf_lite.sim import Interval  # noqa: E402
-from rlmperf_lite.book.ray_calculators import (RAY_GRID, WIDGET_MAX_STEPS,  # noqa: E402
+from rlmperf_lite.book.ray_calculators import (RAY_GRID, WIDGET_MAX_STEPS, WIDGET_MAX_WORKERS,  # noqa: E402
                                                ray_grid, ray_widget)
 from rlmperf_lite.book.ray_views import (measured_timeline_chart,  # noqa: E402
                                          measured_vs_predicted_chart)
@@ -285,6 +285,38 @@ def test_widget_steps_are_bounded():
     assert f"at most {WIDGET_MAX_STEPS}" in message.value and "firebrick" in message.value
     controls[2].value = 1
     assert "steps must be an int &gt;= 2" in message.value
+
+
+def test_widget_rollout_workers_are_bounded():
+    """More rollout workers than fit a 1 GB Binder: refused as a start value and when typed in."""
+    pytest.importorskip("ipywidgets")
+    with pytest.raises(ValueError, match=rf"rollout W=8 is more than the widget starts \(at most "
+                                         rf"{WIDGET_MAX_WORKERS}"):
+        ray_widget(CONFIG, base_params={}, num_rollout_workers=8)
+    w = ray_widget(CONFIG, base_params={}, runs={("sync", 0, 4, 1): fake_run()}, steps=4)
+    controls, message = w.children[0].children, w.children[1]
+    controls[3].value = WIDGET_MAX_WORKERS + 1
+    assert f"at most {WIDGET_MAX_WORKERS}" in message.value and "firebrick" in message.value
+    controls[3].value = 0
+    assert "rollout W must be an int &gt;= 1" in message.value
+
+
+@pytest.mark.parametrize("ray_up", [False, True])
+def test_a_widget_run_leaves_ray_as_it_found_it(monkeypatch, ray_up):
+    """After the lab's closing cell stopped Ray, a widget run starts it and stops it again; with
+    Ray up it stays up (no Ray here: train_ray and Ray's state are stand-ins)."""
+    pytest.importorskip("ipywidgets")
+    import ray
+
+    import rlmperf_lite.distributed as dist
+    calls = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: ray_up)
+    monkeypatch.setattr(dist, "train_ray", lambda cfg, **kw: calls.append("run") or fake_run())
+    monkeypatch.setattr(dist, "shutdown_ray", lambda: calls.append("shutdown"))
+    w = ray_widget(CONFIG, base_params={}, runs={("sync", 0, 4, 1): fake_run()}, steps=4)
+    assert calls == []                                  # the finished run is shown, none started
+    w.children[0].children[0].value = "colocated"       # a setting with no finished run
+    assert calls == (["run"] if ray_up else ["run", "shutdown"])
 
 
 # ---- timelines ---------------------------------------------------------------------------------

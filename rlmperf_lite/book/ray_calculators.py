@@ -17,7 +17,7 @@ from .ray_views import error_table_html, measured_vs_predicted_chart
 from .widgets import wire
 
 __all__ = ["RAY_GRID", "STEP_TIME", "THROUGHPUT", "ray_grid", "ray_grid_chart",
-           "WIDGET_MAX_STEPS", "ray_widget"]
+           "WIDGET_MAX_STEPS", "WIDGET_MAX_WORKERS", "ray_widget"]
 
 
 # ---- no-kernel calculator ----------------------------------------------------------------------
@@ -104,6 +104,20 @@ WIDGET_MAX_STEPS = 50
 runs), so a typo does not start an hours-long run."""
 
 
+WIDGET_MAX_WORKERS = 2
+"""The most rollout workers :func:`ray_widget` starts: with two, Ray, its actors and the toy use
+0.85 GB (proportional set size, measured on x86_64 with Ray 2.60), with four 1.01 GB, over the
+1 GB a Binder guarantees."""
+
+
+def _check_widget_workers(workers) -> None:
+    check_int("rollout W", workers, 1)
+    if workers > WIDGET_MAX_WORKERS:
+        raise ValueError(f"rollout W={workers} is more than the widget starts (at most "
+                         f"{WIDGET_MAX_WORKERS}: more does not fit a 1 GB Binder); call "
+                         f"train_ray with num_rollout_workers on a larger machine")
+
+
 def _check_widget_steps(steps) -> None:
     check_int("steps", steps, 2)                  # compare_run: a warm-up step and a steady one
     if steps > WIDGET_MAX_STEPS:
@@ -119,18 +133,21 @@ def ray_widget(config, *, base_params: dict, runs: dict | None = None, mode: str
     ``config``'s other settings) and :func:`~rlmperf_lite.distributed.compare_run`; it
     shows the error table and the measured timeline over the predicted one for the last three
     steps. ``runs``: finished runs to show instead of running again, keyed (mode, staleness,
-    steps, rollout workers). ``steps``: 2 to :data:`WIDGET_MAX_STEPS`. Bad inputs show the
-    library's ValueError message.
+    steps, rollout workers). ``steps``: 2 to :data:`WIDGET_MAX_STEPS`; rollout workers: 1 to
+    :data:`WIDGET_MAX_WORKERS`. A run that finds Ray down (the lab's last cell stopped it)
+    starts it and stops it again. Bad inputs show the library's ValueError message.
 
     Raises:
-        ValueError: naming ``mode`` or ``steps`` (the starting values).
+        ValueError: naming ``mode``, ``steps`` or the rollout W (the starting values).
     """
     import ipywidgets as w
+    import ray
 
-    from ..distributed import train_ray
+    from ..distributed import shutdown_ray, train_ray
 
     check_choice("mode", mode, MODES)
     _check_widget_steps(steps)
+    _check_widget_workers(num_rollout_workers)
     cache = dict(runs or {})
     controls = {"mode": w.Dropdown(options=list(MODES), value=mode, description="mode"),
                 "staleness": w.IntText(value=staleness, description="k (async)"),
@@ -140,15 +157,20 @@ def ray_widget(config, *, base_params: dict, runs: dict | None = None, mode: str
 
     def compute(v):
         _check_widget_steps(v["steps"])
+        _check_widget_workers(v["workers"])
         cfg = mode_config(config, v["mode"], steps=v["steps"],
                           staleness=v["staleness"] if v["mode"] == "async" else None)
         key = (v["mode"], cfg.staleness, v["steps"], v["workers"])
         if key not in cache:
             message.value = "running on Ray ..."
-            W = v["workers"]
-            cache[key] = train_ray(cfg, mode=v["mode"], base_params=base_params,
-                                   num_rollout_workers=W,
-                                   num_learners=W if v["mode"] == "colocated" else 1)
+            W, started = v["workers"], not ray.is_initialized()
+            try:
+                cache[key] = train_ray(cfg, mode=v["mode"], base_params=base_params,
+                                       num_rollout_workers=W,
+                                       num_learners=W if v["mode"] == "colocated" else 1)
+            finally:
+                if started:                       # Ray was down: leave it down
+                    shutdown_ray()
         comparison = compare_run(cache[key], cfg)
         return error_table_html({key[0]: comparison}), [measured_vs_predicted_chart(
             cache[key], comparison, steps=range(max(0, v["steps"] - 3), v["steps"]))]

@@ -12,6 +12,7 @@ runs of book section sec-ray-multinode.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -42,6 +43,25 @@ def local_num_cpus(cap: int = 2) -> int:
     except AttributeError:                       # macOS, Windows
         available = os.cpu_count() or 1
     return max(1, min(available, cap))
+
+
+def _token_auth_enabled_note(record: logging.LogRecord) -> bool:
+    """False for Ray's note that it turned token authentication on for a new local instance (Ray
+    2.5x+): the secure default, not a problem, yet a red box at the top of a lab. Ray's warning
+    that authentication is *off* still shows."""
+    return not record.getMessage().startswith("Token authentication is enabled")
+
+
+def _start_local(num_cpus: int, object_store_memory_bytes: int, namespace: str) -> None:
+    """A new local instance (even if `ray start` ran here), without Ray's note on token auth."""
+    auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    auth_log.addFilter(_token_auth_enabled_note)
+    try:
+        ray.init(address="local", num_cpus=num_cpus,
+                 object_store_memory=object_store_memory_bytes, include_dashboard=False,
+                 log_to_driver=False, namespace=namespace)
+    finally:
+        auth_log.removeFilter(_token_auth_enabled_note)
 
 
 def init_ray(address: str | None = None, *, num_cpus: int | None = None,
@@ -83,10 +103,7 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
     if not ray.is_initialized():
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")     # no phone-home at start
         if address is None:
-            ray.init(address="local",           # a new instance, even if `ray start` ran here
-                     num_cpus=num_cpus or local_num_cpus(),
-                     object_store_memory=object_store_memory_bytes, include_dashboard=False,
-                     log_to_driver=False, namespace=namespace)
+            _start_local(num_cpus or local_num_cpus(), object_store_memory_bytes, namespace)
         else:
             import rlmperf_lite
             env = runtime_env if runtime_env is not None else {"py_modules": [rlmperf_lite]}
@@ -138,16 +155,19 @@ def check_address(address: str, timeout_s: float = 5.0) -> None:
 
 
 def local_footprint_bytes() -> int:
-    """Resident memory (bytes) of this process and all its descendants: with a local Ray
+    """Memory (bytes) this process and all its descendants hold together: with a local Ray
     started here (:func:`init_ray` without an address), its GCS, raylet, helper processes and
-    every actor — what a 2 GB Binder must hold. Pages shared by several processes (the object
-    store, libraries) count once per process, so this is an upper bound."""
+    every actor — what a Binder's memory limit must hold. The sum of their proportional set
+    sizes (PSS: a page that n of them share counts 1/n in each), so the object store and the
+    libraries count once; where the OS reports no PSS (macOS, Windows), their resident sizes,
+    which count shared pages once per process (an upper bound)."""
     import psutil
     me, total = psutil.Process(), 0
     for proc in [me, *me.children(recursive=True)]:
         try:
-            total += proc.memory_info().rss
-        except psutil.Error:                    # exited meanwhile
+            info = proc.memory_full_info()
+            total += getattr(info, "pss", info.rss)
+        except psutil.Error:                    # exited meanwhile, or not ours to read
             pass
     return total
 

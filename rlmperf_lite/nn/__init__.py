@@ -18,11 +18,13 @@ from .model import (
                     token_logps,
 )
 from .optim import AdamW, clip_grad_norm
-from .sampling import Rollout, generate
+from .sampling import (BatchingStats, Rollout, generate, generate_continuous,
+                       static_batching_stats)
 from .value import init_value_params, values_backward, values_forward
 
 __all__ = ["TinyLMConfig", "COUNTER", "FlopCounter", "mm", "init_params", "forward", "backward",
            "block_forward", "block_backward", "lm_head_forward", "lm_head_backward",
            "logps_forward", "logps_backward", "token_logps", "token_entropy", "check_tokens",
-           "copy_params", "AdamW", "clip_grad_norm", "Rollout", "generate", "init_value_params",
-           "values_forward", "values_backward"]
+           "copy_params", "AdamW", "clip_grad_norm", "Rollout", "generate", "generate_continuous",
+           "BatchingStats", "static_batching_stats", "init_value_params", "values_forward",
+           "values_backward"]

@@ -6,6 +6,12 @@ prompts of a batch share one length P. Each prompt is prefilled once and its KV 
 token comes from the prefill's last logits; each later token needs one decode step, a forward of one
 position per sequence attending to the cached keys and values. Decoding stops when every sequence
 has emitted ``eos_id`` or ``max_new_tokens`` tokens.
+
+:func:`generate_continuous` is the continuous-batching form (what vLLM and SGLang do): a fixed
+number of decode slots; a finished sequence leaves its slot and a waiting one is prefilled into it,
+so no slot decodes padding while sequences wait. With per-sequence random streams (``seeds``, one
+per row) both samplers draw the same tokens; :class:`BatchingStats` counts the padding row-steps
+of each (:func:`static_batching_stats` for :func:`generate`).
 """
 from __future__ import annotations
 
@@ -13,12 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import check_int
 from .config import TinyLMConfig
 from .flops import COUNTER, mm
 from .layers import activation_forward, rmsnorm_forward
 from .model import check_tokens, forward, log_softmax
 
-__all__ = ["Rollout", "generate"]
+__all__ = ["Rollout", "generate", "generate_continuous", "BatchingStats",
+           "static_batching_stats"]
 
 
 @dataclass
@@ -37,19 +45,30 @@ class Rollout:
     """Decode forwards run (R - 1, since the first token comes from the prefill)."""
 
 
-def _decode_step(params, cfg: TinyLMConfig, tok, pos, kcache, vcache):
-    """tok (n,) at position ``pos`` -> logits (n, V); appends its keys/values to the caches."""
+def _decode_step(params, cfg: TinyLMConfig, tok, pos, kcache, vcache, slots=None):
+    """tok (n,) at position ``pos`` -> logits (n, V); appends its keys/values to the caches.
+
+    ``pos`` is one int for every row of the caches, or, with ``slots`` (n,) the cache rows, an
+    (n,) array of per-row positions (each row attends to its own cache length ``pos + 1``)."""
     n = tok.shape[0]
     H, Dh = cfg.num_heads, cfg.head_dim
     x = params["wte"][tok] + params["wpe"][pos]                              # (n, D)
     for i in range(cfg.num_layers):
         h, _ = rmsnorm_forward(x, params[f"h{i}.ln1"], cfg.norm_eps)
         qkv = mm(h, params[f"h{i}.wqkv"]).reshape(n, 3, H, Dh)               # (n, 3, H, Dh)
-        kcache[i][:, :, pos] = qkv[:, 1]
-        vcache[i][:, :, pos] = qkv[:, 2]
-        keys, values = kcache[i][:, :, :pos + 1], vcache[i][:, :, :pos + 1]  # (n, H, t, Dh)
+        if slots is None:
+            kcache[i][:, :, pos] = qkv[:, 1]
+            vcache[i][:, :, pos] = qkv[:, 2]
+            keys, values = kcache[i][:, :, :pos + 1], vcache[i][:, :, :pos + 1]  # (n, H, t, Dh)
+        else:
+            kcache[i][slots, :, pos] = qkv[:, 1]
+            vcache[i][slots, :, pos] = qkv[:, 2]
+            t = int(pos.max()) + 1
+            keys, values = kcache[i][slots, :, :t], vcache[i][slots, :, :t]     # (n, H, t, Dh)
         s = mm(qkv[:, 0, :, None, :], keys.transpose(0, 1, 3, 2))           # (n, H, 1, t)
         s *= 1.0 / np.sqrt(Dh)
+        if slots is not None:                       # a row's keys past its own length are stale
+            s = np.where(np.arange(t) > pos[:, None, None, None], -np.inf, s)
         s -= s.max(axis=-1, keepdims=True)
         p = np.exp(s)
         p /= p.sum(axis=-1, keepdims=True)
@@ -63,21 +82,27 @@ def _decode_step(params, cfg: TinyLMConfig, tok, pos, kcache, vcache):
 
 
 def _sample(logits, temperature, rng):
-    """logits (n, V) -> (token ids (n,), their log-probs (n,)); greedy when temperature == 0."""
+    """logits (n, V) -> (token ids (n,), their log-probs (n,)); greedy when temperature == 0.
+
+    ``rng`` is one Generator for the batch, or a list of n, one per row (one draw each)."""
     if temperature == 0:
         tok = logits.argmax(axis=-1)
         logp = log_softmax(logits)
     else:
         logp = log_softmax(logits / np.asarray(temperature, dtype=logits.dtype))
         cdf = np.cumsum(np.exp(logp), axis=-1)                               # (n, V)
-        u = rng.random((logits.shape[0], 1)) * cdf[:, -1:]
+        if isinstance(rng, np.random.Generator):
+            u = rng.random((logits.shape[0], 1))
+        else:
+            u = np.array([[r.random()] for r in rng]).reshape(-1, 1)
+        u = u * cdf[:, -1:]
         tok = np.minimum((cdf < u).sum(axis=-1), logits.shape[1] - 1)
     return tok, np.take_along_axis(logp, tok[:, None], axis=-1)[:, 0]
 
 
 def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, eos_id: int,
              pad_id: int, group_size: int = 1, temperature: float = 1.0,
-             rng: np.random.Generator | None = None) -> Rollout:
+             rng: np.random.Generator | None = None, seeds=None) -> Rollout:
     """Sample ``group_size`` completions for each of B prompts with a KV cache.
 
     Args:
@@ -86,16 +111,19 @@ def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, e
         eos_id, pad_id: end token and the filler written after it.
         group_size: G >= 1 samples per prompt (rows laid out prompt by prompt).
         temperature: 0 for greedy decoding, else > 0.
-        rng: a ``np.random.Generator``; required unless ``temperature == 0``.
+        rng: a ``np.random.Generator``; required unless ``temperature == 0`` or ``seeds``.
+        seeds: None, or n ints >= 0: row r draws from its own ``np.random.default_rng(seeds[r])``,
+            one draw per kept token (what makes :func:`generate_continuous` equal to this).
     Returns:
         :class:`Rollout` with n = B * G rows.
     Raises:
         ValueError: naming the bad argument.
     """
     prompts = _check_generate_args(prompts, cfg, max_new_tokens, eos_id, pad_id, group_size,
-                                   temperature, rng)
+                                   temperature, rng, seeds)
     B, P = prompts.shape
     n, G, R = B * group_size, group_size, max_new_tokens
+    rngs = None if seeds is None else [np.random.default_rng(int(x)) for x in seeds]
     with COUNTER.phase("prefill"):
         hf, cache = forward(params, prompts, cfg)                            # (B, P, D)
         logits = np.repeat(mm(hf[:, -1], params["lm_head"]), G, axis=0)      # (n, V)
@@ -107,10 +135,15 @@ def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, e
     steps = 0
     with COUNTER.phase("decode"):
         for j in range(R):
-            tok, logp = _sample(logits, temperature, rng)
             live = ~finished
-            out[live, j], logps[live, j], mask[live, j] = tok[live], logp[live], 1.0
-            finished |= live & (tok == eos_id)
+            if rngs is None:
+                tok, logp = _sample(logits, temperature, rng)
+                tok, logp = tok[live], logp[live]
+            else:                                   # only the live rows draw from their streams
+                tok, logp = _sample(logits[live], temperature,
+                                    [rngs[r] for r in np.flatnonzero(live)])
+            out[live, j], logps[live, j], mask[live, j] = tok, logp, 1.0
+            finished[live] |= tok == eos_id
             if finished.all() or j == R - 1:
                 break
             logits = _decode_step(params, cfg, out[:, j], P + j, kcache, vcache)
@@ -122,7 +155,7 @@ def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, e
 
 
 def _check_generate_args(prompts, cfg, max_new_tokens, eos_id, pad_id, group_size,
-                         temperature, rng) -> np.ndarray:
+                         temperature, rng, seeds=None) -> np.ndarray:
     """The checks of :func:`generate` (ValueError naming the argument); returns the prompts."""
     prompts = check_tokens(prompts, cfg, "prompts")
     B, P = prompts.shape
@@ -139,8 +172,11 @@ def _check_generate_args(prompts, cfg, max_new_tokens, eos_id, pad_id, group_siz
         raise ValueError(f"group_size must be an int >= 1, got {group_size!r}")
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature!r}")
-    if temperature > 0 and not isinstance(rng, np.random.Generator):
-        raise ValueError(f"rng must be a np.random.Generator when temperature > 0, got {rng!r}")
+    if seeds is not None:
+        _check_seeds(seeds, B * group_size, rng)
+    elif temperature > 0 and not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a np.random.Generator when temperature > 0 (or pass "
+                         f"seeds), got {rng!r}")
     for name, value in (("eos_id", eos_id), ("pad_id", pad_id)):
         if not 0 <= value < cfg.vocab_size:
             raise ValueError(f"{name}={value} is not a token id of a vocabulary of "
@@ -160,3 +196,138 @@ def _kv_buffers(cache, G: int, length: int, dtype) -> tuple:
             buf[:, :, :P] = np.repeat(src, G, axis=0)
             store.append(buf)
     return kcache, vcache
+
+
+def _check_seeds(seeds, n: int, rng) -> None:
+    """``seeds``: a sequence of n ints >= 0, one per row, and no shared ``rng`` beside it."""
+    if rng is not None:
+        raise ValueError("pass rng (one stream for the batch) or seeds (one per row), not both")
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__len__") or len(seeds) != n:
+        raise ValueError(f"seeds must be a sequence of {n} ints (one per row, B * group_size), "
+                         f"got {seeds!r}")
+    for seed in seeds:
+        check_int("seeds[i]", seed, low=0)
+
+
+@dataclass
+class BatchingStats:
+    """Row-steps of one sampling run. A row-step is one row (decode slot) of one sampling step;
+    it is padding when it yields no kept token (its row has ended, or its slot is empty)."""
+
+    num_slots: int
+    """Rows per step (n for :func:`generate`, ``num_slots`` for :func:`generate_continuous`)."""
+    num_steps: int
+    """Sampling steps (each samples one token per busy row)."""
+    kept_tokens: int
+    """Completion tokens the run kept (the rollout's ``completion_mask.sum()``)."""
+
+    @property
+    def row_steps(self) -> int:
+        """``num_slots * num_steps``."""
+        return self.num_slots * self.num_steps
+
+    @property
+    def padding_row_steps(self) -> int:
+        """Row-steps that yield no kept token, ``row_steps - kept_tokens``."""
+        return self.row_steps - self.kept_tokens
+
+    @property
+    def padding_fraction(self) -> float:
+        """``padding_row_steps / row_steps``."""
+        return self.padding_row_steps / self.row_steps
+
+
+def static_batching_stats(rollout: Rollout) -> BatchingStats:
+    """The :class:`BatchingStats` of a :func:`generate` rollout: every row steps until the
+    longest ends, n * R row-steps, of which ``n * R - completion_mask.sum()`` are padding."""
+    n, R = rollout.completion_mask.shape
+    return BatchingStats(num_slots=n, num_steps=R, kept_tokens=int(rollout.completion_mask.sum()))
+
+
+def _prefill_slots(params, cfg: TinyLMConfig, prompts, slots, kcache, vcache) -> np.ndarray:
+    """Prefill prompts (k, P) into cache rows ``slots`` (k,); returns their last logits (k, V)."""
+    with COUNTER.phase("prefill"):
+        hf, cache = forward(params, prompts, cfg)                            # (k, P, D)
+        P = prompts.shape[1]
+        for i, block in enumerate(cache[1]):
+            kcache[i][slots, :, :P] = block[2][4]   # block_forward's attention cache: (k, H, P, Dh)
+            vcache[i][slots, :, :P] = block[2][5]
+        return mm(hf[:, -1], params["lm_head"])
+
+
+def generate_continuous(params: dict, prompts, cfg: TinyLMConfig, *, num_slots: int,
+                        max_new_tokens: int, eos_id: int, pad_id: int, group_size: int = 1,
+                        temperature: float = 1.0, seeds=None) -> tuple[Rollout, BatchingStats]:
+    """Continuous batching: :func:`generate`'s rollout from ``num_slots`` decode slots.
+
+    The n = B * G sequences wait in row order. Each step samples one token in every busy slot
+    (from the prefill's logits for a newly admitted sequence, else from one batched decode step
+    at each slot's own position and KV-cache length); a sequence that emits ``eos_id`` or its
+    ``max_new_tokens``-th token leaves, and the next waiting one is prefilled into its slot.
+    Each sequence is prefilled on its own (no prefix sharing within a group).
+
+    Args:
+        num_slots: S >= 1 decode slots (S >= n is the static batch without its padding).
+        seeds: n ints >= 0, row r's stream ``np.random.default_rng(seeds[r])``; required
+            unless ``temperature == 0``. The other arguments are :func:`generate`'s.
+    Returns:
+        (:class:`Rollout`, :class:`BatchingStats`); the rollout equals
+        ``generate(..., seeds=seeds)`` (tokens and mask exactly, log-probs to float rounding).
+    Raises:
+        ValueError: naming the bad argument.
+    """
+    check_int("num_slots", num_slots, low=1)
+    if temperature > 0 and seeds is None:
+        raise ValueError("seeds must be given (n ints, one stream per row) when temperature > 0")
+    prompts = _check_generate_args(prompts, cfg, max_new_tokens, eos_id, pad_id, group_size,
+                                   temperature, None, seeds)
+    (B, P), G = prompts.shape, group_size
+    rngs = None if seeds is None else [np.random.default_rng(int(x)) for x in seeds]
+    out = np.full((B * G, max_new_tokens), pad_id, dtype=np.int64)
+    logps = np.zeros(out.shape, dtype=params["wte"].dtype)
+    lengths, steps, decodes = _run_slots(params, cfg, prompts, G, num_slots, eos_id, temperature,
+                                         rngs, out, logps)
+    width = int(lengths.max())
+    mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.float32)
+    tokens = np.concatenate([np.repeat(prompts, G, axis=0), out[:, :width]], axis=1)
+    rollout = Rollout(tokens=tokens, completion_mask=mask, per_token_logps=logps[:, :width],
+                      prompt_len=P, num_decode_steps=decodes)
+    stats = BatchingStats(num_slots=num_slots, num_steps=steps, kept_tokens=int(lengths.sum()))
+    return rollout, stats
+
+
+def _run_slots(params, cfg: TinyLMConfig, prompts, G: int, S: int, eos_id: int, temperature,
+               rngs, out, logps) -> tuple:
+    """:func:`generate_continuous`'s loop: fills ``out``/``logps`` (n, R) in place; returns
+    (lengths (n,), sampling steps, decode steps)."""
+    (B, P), (n, R), dtype = prompts.shape, out.shape, logps.dtype
+    shape = (S, cfg.num_heads, P + R, cfg.head_dim)
+    kcache = [np.zeros(shape, dtype) for _ in range(cfg.num_layers)]
+    vcache = [np.zeros(shape, dtype) for _ in range(cfg.num_layers)]
+    lengths, slot_seq = np.zeros(n, dtype=np.int64), np.full(S, -1, dtype=np.int64)
+    logits = np.zeros((S, cfg.vocab_size), dtype=dtype)
+    admitted, steps, decodes = 0, 0, 0
+    while True:
+        free = np.flatnonzero(slot_seq < 0)[:n - admitted]      # admit waiting sequences
+        if free.size:
+            slot_seq[free] = np.arange(admitted, admitted + free.size)
+            admitted += free.size
+            logits[free] = _prefill_slots(params, cfg, prompts[slot_seq[free] // G], free,
+                                          kcache, vcache)
+        busy = np.flatnonzero(slot_seq >= 0)
+        if busy.size == 0:
+            return lengths, steps, decodes
+        seqs = slot_seq[busy]
+        j = lengths[seqs]
+        tok, logp = _sample(logits[busy], temperature,
+                            None if rngs is None else [rngs[r] for r in seqs])
+        out[seqs, j], logps[seqs, j] = tok, logp
+        lengths[seqs] += 1
+        done = (tok == eos_id) | (j + 1 == R)
+        slot_seq[busy[done]] = -1                                 # finished rows leave
+        steps += 1
+        if not done.all():                   # one batched decode at per-slot positions P + j
+            with COUNTER.phase("decode"):
+                logits[busy[~done]] = _decode_step(params, cfg, tok[~done], P + j[~done],
+                                                   kcache, vcache, slots=busy[~done])
+            decodes += 1

@@ -11,7 +11,7 @@ import numpy as np
 from ..checks import check_choice, check_number
 from .inputs import check_completion_mask, check_fits_float32, check_per_token_array
 
-__all__ = ["grpo_advantages", "check_rewards"]
+__all__ = ["grpo_advantages", "check_rewards", "reinforce_pp_baseline_advantages"]
 
 
 def check_rewards(rewards, group_size: int, *, min_group_size: int = 2) -> np.ndarray:
@@ -169,4 +169,48 @@ def reinforce_pp_advantages(rewards, completion_mask, *, per_token_kl=None, kl_c
     with np.errstate(over="ignore"):                       # inf for tiny rewards: A is 0
         denom = std + eps / s                              # 0 / 0 (all returns equal) is 0
     adv = np.divide(returns - mean, denom, out=np.zeros_like(returns), where=denom > 0)
+    return (adv * mask).astype(np.float32)
+
+
+def reinforce_pp_baseline_advantages(rewards, completion_mask, group_size: int, *,
+                                     eps: float = 1e-8) -> np.ndarray:
+    """REINFORCE++-baseline advantages (Hu 2025, arXiv 2501.03262; as verl's
+    ``compute_reinforce_plus_plus_baseline_outcome_advantage``, volcengine/verl
+    ``verl/trainer/ppo/core_algos.py`` at commit 012be9d9): subtract the group's mean reward,
+    give every token of a completion its value, then whiten over all the batch's valid tokens
+    (verl's ``masked_whiten``): ``A_t = (x_t - mu) / sqrt(var + eps)``, with mu the mean over
+    valid tokens (a long completion weighs more) and var their unbiased variance
+    (sum (x_t - mu)^2 / (N - 1), N valid tokens).
+
+    Args:
+        rewards: (B*G,) laid out group by group.
+        completion_mask: (B*G, R) of 0/1.
+        group_size: G >= 2.
+        eps: added to the variance (verl's 1e-8), finite and >= 0.
+    Returns:
+        advantages (B*G, R) float32, 0 on masked positions and where all tokens agree.
+    Raises:
+        ValueError: see :func:`check_rewards`; a mask of another B*G or with fewer than 2 valid
+            tokens (the unbiased variance needs 2), a negative or non-finite ``eps``.
+    """
+    check_number("eps", eps, low=0)
+    r = check_rewards(rewards, group_size)                                   # (B, G)
+    mask = check_completion_mask(completion_mask).astype(np.float64)         # (B*G, R)
+    if mask.shape[0] != r.size:
+        raise ValueError(f"completion_mask must have B*G = {r.size} rows (one per reward), got "
+                         f"{mask.shape}")
+    n = mask.sum()
+    if n < 2:
+        raise ValueError(f"completion_mask must hold at least 2 valid tokens (the unbiased "
+                         f"variance divides by N - 1), got {int(n)}")
+    s = _pow2_scale(np.abs(r).max())                          # exact; squares stay in range
+    r_s = r / s
+    centered = r_s - r_s.mean(axis=1, keepdims=True)
+    centered[r.max(axis=1) == r.min(axis=1)] = 0.0                          # all-equal group
+    x = centered.reshape(-1, 1) * mask                                       # (B*G, R)
+    mu = x.sum() / n
+    var = (((x - mu) * mask) ** 2).sum() / (n - 1)
+    with np.errstate(over="ignore", divide="ignore"):  # eps / s^2 = inf for tiny rewards: A is 0
+        denom = np.sqrt(var + eps / (s * s))
+    adv = np.divide(x - mu, denom, out=np.zeros_like(x), where=(denom > 0) & (var > 0))
     return (adv * mask).astype(np.float32)

@@ -15,15 +15,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import check_bool, check_choice, check_int, check_number
-from ..nn import (COUNTER, AdamW, clip_grad_norm, copy_params, generate, logps_backward,
-                  logps_forward, token_entropy, token_logps)
-from ..tasks import AdditionTask
+from ..nn import (COUNTER, AdamW, TinyLMConfig, clip_grad_norm, copy_params, generate,
+                  logps_backward, logps_forward, token_entropy, token_logps)
+from ..tasks import COT_DEFAULTS, AdditionTask, Task
 from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages,
-                         rloo_advantages)
+                         reinforce_pp_baseline_advantages, rloo_advantages)
 from .common import (MAX_SAMPLES, RLConfig, RLResult, blas_limits, check_diverged,
                      check_fits_task, check_loop_args, end_step, flops_since, lr_factor,
                      step_range)
-from .losses import grpo_loss, grpo_loss_grad, kl_estimate, loss_norms, overlong_penalty
+from .losses import (KL_ESTIMATORS, grpo_loss, grpo_loss_grad, kl_estimate, loss_norms,
+                     overlong_penalty)
 from .warmstart import warm_start
 
 __all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "step_advantages", "frac_reward_zero_std",
@@ -39,13 +40,19 @@ class GRPOConfig(RLConfig):
     group_size: int = 4
     """G, completions per prompt."""
     advantage_estimator: str = "grpo"
-    """``"grpo"`` (group baseline), ``"rloo"`` (leave-one-out) or ``"reinforce_pp"``
-    (REINFORCE++: batch-normalised returns, KL in the reward)."""
+    """``"grpo"`` (group baseline), ``"rloo"`` (leave-one-out), ``"reinforce_pp"``
+    (REINFORCE++: batch-normalised returns, KL in the reward) or ``"reinforce_pp_baseline"``
+    (group mean subtracted, then whitened over the batch's tokens, KL in the loss)."""
     adv_scale: str = "group"
     """For "grpo", divide by the group's std (``"group"``), the batch's (``"batch"``) or not at
     all (``"none"``, Dr. GRPO)."""
     clip_eps_high: float | None = None
     """Upper clip range; None = ``clip_eps`` (DAPO's clip-higher sets it above)."""
+    clip_ratio_c: float | None = None
+    """Dual clip (verl's ``clip_ratio_c``, 3.0 there): the loss of a token with a negative
+    advantage is capped at ``clip_ratio_c`` times abs(A); None = off."""
+    kl_estimator: str = "k3"
+    """The per-token estimator of the KL term in the loss, one of ``KL_ESTIMATORS``."""
     dynamic_sampling: bool = False
     """DAPO drops groups whose rewards are all equal and samples more prompts to refill the
     batch."""
@@ -62,6 +69,7 @@ class GRPOConfig(RLConfig):
         "dapo": {"clip_eps_high": 0.28, "dynamic_sampling": True, "overlong_buffer_len": 1},
         "rloo": {"advantage_estimator": "rloo"},
         "reinforce_pp": {"advantage_estimator": "reinforce_pp", "kl_coef": 0.01},
+        "reinforce_pp_baseline": {"advantage_estimator": "reinforce_pp_baseline"},
     }
 
     @classmethod
@@ -71,10 +79,17 @@ class GRPOConfig(RLConfig):
             raise ValueError(f"variant must be one of {sorted(cls.VARIANTS)}, got {name!r}")
         return cls(**{**cls.VARIANTS[name], **overrides})
 
+    @classmethod
+    def for_cot(cls, **overrides) -> GRPOConfig:
+        """The config of the chain-of-thought design (:class:`~rlmperf_lite.tasks.CoTTask`):
+        ``COT_DEFAULTS``' grpo fields and model shape, with overrides."""
+        fields = {**COT_DEFAULTS["grpo"], "model": TinyLMConfig(**COT_DEFAULTS["model"])}
+        return cls(**{**fields, **overrides})
+
     def __post_init__(self):
         super().__post_init__()
         check_choice("GRPOConfig.advantage_estimator", self.advantage_estimator,
-                     ("grpo", "rloo", "reinforce_pp"))
+                     ("grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"))
         # a group of one has no baseline, except for REINFORCE++ (batch-normalised returns)
         check_int("GRPOConfig.group_size", self.group_size,
                   1 if self.advantage_estimator == "reinforce_pp" else 2)
@@ -86,6 +101,9 @@ class GRPOConfig(RLConfig):
         if self.clip_eps_high is not None:
             check_number("GRPOConfig.clip_eps_high", self.clip_eps_high, low=0, high=10,
                          low_open=True, high_open=True)
+        if self.clip_ratio_c is not None:        # verl asserts > 1 (a cap below 1 bites first)
+            check_number("GRPOConfig.clip_ratio_c", self.clip_ratio_c, low=1, low_open=True)
+        check_choice("GRPOConfig.kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         check_bool("GRPOConfig.dynamic_sampling", self.dynamic_sampling)
         check_int("GRPOConfig.micro_batch_size", self.micro_batch_size, 1, optional=True)
         check_int("GRPOConfig.max_resample_rounds", self.max_resample_rounds, 0)
@@ -98,7 +116,7 @@ class GRPOConfig(RLConfig):
 GRPOResult = RLResult
 
 
-def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None = None,
+def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: Task | None = None,
                progress: bool = False, on_step=None, eval_every: int = 0,
                stop_at_accuracy: float | None = None,
                base_params: dict | None = None) -> GRPOResult:
@@ -172,12 +190,15 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
 
 def step_advantages(c: GRPOConfig, rewards, mask, old_logps, ref_logps) -> np.ndarray:
     """The advantages of ``c.advantage_estimator``: (B*G,) for "grpo" and "rloo", (B*G, R) for
-    REINFORCE++ (KL to the reference in the reward: k1 of ``old_logps`` against
-    ``ref_logps``, both (B*G, R), when ``c.kl_coef`` > 0). Shared by every GRPO loop."""
+    "reinforce_pp_baseline" and REINFORCE++ (KL to the reference in the reward: k1 of
+    ``old_logps`` against ``ref_logps``, both (B*G, R), when ``c.kl_coef`` > 0). Shared by every
+    GRPO loop."""
     if c.advantage_estimator == "grpo":
         return grpo_advantages(rewards, c.group_size, scale=c.adv_scale)
     if c.advantage_estimator == "rloo":
         return rloo_advantages(rewards, c.group_size)
+    if c.advantage_estimator == "reinforce_pp_baseline":
+        return reinforce_pp_baseline_advantages(rewards, mask, c.group_size)
     return reinforce_pp_advantages(
         rewards, mask, kl_coef=c.kl_coef,
         per_token_kl=kl_estimate(old_logps, ref_logps, "k1") if c.kl_coef else None)
