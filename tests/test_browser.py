@@ -43,7 +43,18 @@ def _has_static_calculator(name: str) -> bool:
     return path.exists() and "rlmperf-static-chart" in path.read_text()
 
 
+def _glued_figures(name: str) -> list[str]:
+    """The ``:name:`` of every lab figure (``{glue:figure}`` with ``:doc:``) on a prose page."""
+    import re
+    path = REPO / f"{name}.md"
+    if not path.exists():
+        return []
+    blocks = re.findall(r"^```+\{glue:figure\}[^\n]*\n((?::[a-z-]+:.*\n)*)", path.read_text(), re.M)
+    return [m.group(1).strip() for b in blocks if (m := re.search(r"^:name:(.*)$", b, re.M))]
+
+
 PAGES = _toc_pages()
+WITH_FIGURES = [(name, fig) for name in PAGES for fig in _glued_figures(name)]
 WITH_WIDGETS = {name for name in PAGES if _has_saved_widgets(name)}
 WITH_STATIC_CALCULATORS = [name for name in PAGES if _has_static_calculator(name)]
 
@@ -145,3 +156,25 @@ def test_every_no_kernel_calculator_redraws_when_a_control_moves(book_build, bro
     assert chart.locator("svg").first.inner_html() != before, name
     page.close()
     assert errors == []
+
+
+@pytest.mark.parametrize("name,figure", WITH_FIGURES)
+def test_every_glued_figure_draws_on_its_prose_page(book_build, browser, name, figure):
+    """A lab's chart glued onto a prose page (book/_ext/glue_figure.py) is there as an inline SVG
+    with marks, laid out at a visible size, inside a numbered figure with its caption."""
+    _, html = book_build
+    page = browser.new_page()
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((html / f"{name}.html").as_uri(), wait_until="load")
+    fig = page.locator(f"figure#{figure}")
+    assert fig.count() == 1, (name, figure)
+    svg = fig.locator("svg").first
+    assert svg.locator("path, rect, line, circle").count() > 5, (name, figure)
+    box = svg.bounding_box()
+    assert box and box["width"] > 200 and box["height"] > 100, (name, figure, box)
+    caption = fig.locator("figcaption").inner_text()
+    assert "Fig" in caption and len(caption) > 40, (name, figure, caption)
+    page.close()
+    assert errors == [], errors

@@ -39,3 +39,29 @@ def test_every_cross_document_glue_reference_resolves(page):
 def test_the_check_sees_the_book_glue():
     refs = [r for p in PAGES for r in GLUE_REF.findall(p.read_text(encoding="utf-8"))]
     assert len(refs) > 100 and any("ch08_gpt3_comm_ratio" in r for r in refs)
+
+
+GLUE_FIGURE = re.compile(r"^```+\{glue:figure\}\s+(\S+)\s*\n((?::[a-z-]+:.*\n)*)", re.M)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_glued_figure_names_a_lab_that_glues_it_as_html(page):
+    """A ``{glue:figure}`` with ``:doc:`` (book/_ext/glue_figure.py) names a committed notebook
+    that glues the key as text/html (myst-nb pastes an SVG across pages only inside HTML: glue
+    ``figure_html(chart)``), and has a ``:name:`` for cross-references."""
+    for key, options in GLUE_FIGURE.findall(page.read_text(encoding="utf-8")):
+        opts = dict(re.findall(r"^:([a-z-]+):\s*(.*)$", options, re.M))
+        assert "doc" in opts and "name" in opts, f"{page.name}: figure {key!r} needs :doc: and :name:"
+        notebook = (page.parent / opts["doc"]).resolve()
+        assert notebook.is_file(), f"{page.name}: figure {key!r} names no notebook {opts['doc']}"
+        cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        glued = [o for c in cells for o in c.get("outputs", ())
+                 if o.get("metadata", {}).get("scrapbook", {}).get("name") == key]
+        assert glued, f"{page.name}: {notebook.name} glues no {key!r}"
+        html = glued[0]["data"].get("application/papermill.record/text/html", "")
+        assert "<svg" in "".join(html), f"{page.name}: {key!r} is not glued as an inline SVG"
+
+
+def test_the_book_has_glued_figures():
+    figures = [k for p in PAGES for k, _ in GLUE_FIGURE.findall(p.read_text(encoding="utf-8"))]
+    assert len(figures) >= 4 and "ch04-step-timeline" in figures

@@ -13,9 +13,10 @@ it. Everything here takes library results and holds no maths. What lives where::
 Calculators of every chapter are imported from their module, e.g.
 ``from rlmperf_lite.book.ch08_workdepth import tp_workdepth_widget``.
 """
-from .charts import (brent_terms_chart, learning_curve_chart, lines_chart, metrics_chart,
-                     phase_time_chart, reached_costs, sweep_curves_chart, sweep_spread_chart,
-                     workdepth_chart)
+from .charts import (brent_bounds_chart, brent_terms_chart, figure_html,
+                     length_histogram_chart, learning_curve_chart, lines_chart, metrics_chart,
+                     phase_roofline_chart, phase_time_chart, reached_costs, step_timeline_chart,
+                     sweep_curves_chart, sweep_spread_chart, workdepth_chart)
 from .cost_views import (brent_chart, estimate_table_html, estimate_widget, memory_chart,
                          phase_share_chart, rl_workdepth_widget, roofline_chart,
                          step_time_chart)
@@ -47,7 +48,8 @@ from .ch06_workdepth import (PROFILE_OPTIONS, profile_workdepth_calculator,
                              profile_workdepth_static, profile_workdepth_widget)
 
 __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdepth_chart",
-           "brent_terms_chart",
+           "brent_terms_chart", "figure_html", "step_timeline_chart", "brent_bounds_chart",
+           "length_histogram_chart", "phase_roofline_chart",
            "workdepth_widget", "sweep_curves_chart", "sweep_spread_chart", "reached_costs",
            "lines_chart",
            "variant_cost_html", "variant_cost_widget", "roofline_chart", "phase_share_chart",

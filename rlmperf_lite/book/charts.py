@@ -269,3 +269,171 @@ def lines_chart(rows: list, *, x: str, y: str, color: str, x_title: str, y_title
         lines = lines + alt.Chart(alt.Data(values=points)).mark_circle(
             color="black", size=30, opacity=0.6).encode(x=f"{x}:Q", y=f"{y}:Q")
     return lines.properties(width=420, height=220, title=title)
+
+
+# Figures of the prose pages: a lab builds the chart and glues figure_html(chart); the page shows
+# it with {glue:figure} and :doc: (book/_ext/glue_figure.py).
+
+def figure_html(chart):
+    """``chart`` drawn as static SVG (by vl-convert, now) inside an HTML output, for
+    ``glue(key, figure_html(chart), display=False)``: myst-nb pastes an output into another page
+    only as HTML or a bitmap, not as image/svg+xml, and an inline SVG needs no script."""
+    import vl_convert as vlc
+    from IPython.display import HTML
+    return HTML(vlc.vegalite_to_svg(chart.to_dict()))
+
+
+def step_timeline_rows(est) -> list[dict]:
+    """One row per phase of an :class:`~rlmperf_lite.cost.RLStepEstimate`, as the colocated
+    layout runs them, one after another on all its GPUs: ``phase``, ``model``, ``bound``,
+    ``start_s``, ``end_s`` (running sums of the phases' ``time_s``; the last end is
+    ``est.time_s``) and ``seconds``; a phase of no model (the advantages) shows as "no model"."""
+    rows, t = [], 0.0
+    for p in est.phases:
+        rows.append({"phase": p.name, "model": "no model" if p.model == "-" else p.model,
+                     "bound": p.bound, "start_s": t,
+                     "end_s": t + p.time_s, "seconds": p.time_s})
+        t += p.time_s
+    return rows
+
+
+def step_timeline_chart(est, *, title: str | None = None):
+    """A colocated step's phases as bars on one time axis (:func:`~rlmperf_lite.book.charts.step_timeline_rows`), coloured
+    by the model that runs them, each labelled with its seconds."""
+    rows = step_timeline_rows(est)
+    y = alt.Y("phase:N", sort=[r["phase"] for r in rows], title=None)
+    base = alt.Chart(alt.Data(values=rows))
+    bars = base.mark_bar(height=14).encode(
+        y=y, x=alt.X("start_s:Q", title="seconds from the start of the step"), x2="end_s:Q",
+        color=alt.Color("model:N", title="model"),
+        tooltip=["phase:N", "model:N", "bound:N", alt.Tooltip("seconds:Q", format=".3f")])
+    labels = base.mark_text(align="left", dx=4, fontSize=11).encode(
+        y=y, x="end_s:Q", text=alt.Text("seconds:Q", format=".2f"))
+    return (bars + labels).properties(
+        width=460, height=200,
+        title=title or f"One colocated {est.algo.upper()} step on {est.gpus} {est.hardware}")
+
+
+def brent_bound_rows(model_wd: dict, phases=("rollout_decode", "actor_update")) -> list[dict]:
+    """``model_wd``: {processors p: WorkDepth}. For each of ``phases`` and each p, four rows
+    ``phase``, ``p``, ``term``, ``rounds``: W/p, 𝒟, the lower bound max(W/p, 𝒟) and Brent's
+    upper bound W/p + 𝒟.
+
+    Raises:
+        ValueError: empty ``model_wd``, or a phase name the results lack.
+    """
+    if not model_wd:
+        raise ValueError("model_wd is empty: pass {processors p: WorkDepth}")
+    names = [ph.name for ph in next(iter(model_wd.values())).phases]
+    for name in phases:
+        check_choice("phases", name, names)
+    return [{"phase": name, "p": p, "term": term, "rounds": value}
+            for p, wd in model_wd.items() for name in phases
+            for term, value in (("W/p", wd.phase(name).work_rounds),
+                                ("𝒟", wd.phase(name).depth_rounds),
+                                ("max(W/p, 𝒟)", wd.phase(name).lower_rounds),
+                                ("W/p + 𝒟", wd.phase(name).brent_rounds))]
+
+
+def brent_bounds_chart(model_wd: dict, phases=("rollout_decode", "actor_update"), *,
+                       title: str = "Brent's bounds against the processors p"):
+    """Per phase (a panel each), W/p, 𝒟 and the two bounds between which a greedy schedule's
+    rounds lie, max(W/p, 𝒟) <= T_p <= W/p + 𝒟, against p, log-log
+    (:func:`~rlmperf_lite.book.charts.brent_bound_rows`)."""
+    rows = brent_bound_rows(model_wd, phases)
+    terms = ["W/p", "𝒟", "max(W/p, 𝒟)", "W/p + 𝒟"]
+    bound = alt.FieldOneOfPredicate(field="term", oneOf=terms[2:])
+    return alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=alt.X("p:Q", scale=alt.Scale(type="log"), title="processors p",
+                axis=alt.Axis(format=".0e")),
+        y=alt.Y("rounds:Q", scale=alt.Scale(type="log"), title="rounds",
+                axis=alt.Axis(format=".0e")),
+        color=alt.Color("term:N", title=None, sort=terms),
+        strokeDash=alt.condition(bound, alt.value([1, 0]), alt.value([4, 3])),
+        strokeWidth=alt.condition(bound, alt.value(2.5), alt.value(1.2)),
+        tooltip=["phase:N", "term:N", "p:Q", alt.Tooltip("rounds:Q", format=".3g")],
+    ).properties(width=250, height=220).facet(
+        column=alt.Column("phase:N", title=None, sort=list(phases))).properties(title=title)
+
+
+def length_histogram_rows(lengths, group_sizes=(16,), *, bins: int = 64) -> tuple:
+    """(bars, marks) for the response-length histogram: ``bars`` one dict per bin of ``lengths``
+    (``start``, ``end`` in tokens, ``share`` of the responses in it; ``bins`` equal bins from 0 to
+    the longest), ``marks`` the mean length and, for each G of ``group_sizes``, the expected
+    longest of G draws (:func:`~rlmperf_lite.cost.expected_max_length`), as ``mark``, ``tokens``.
+
+    Raises:
+        ValueError: naming ``lengths``, ``group_sizes`` or ``bins``.
+    """
+    import numpy as np
+
+    from ..cost import expected_max_length
+    check_int("bins", bins, 1)
+    if not group_sizes:
+        raise ValueError("group_sizes is empty: pass the G (or B G) to mark, e.g. (16,)")
+    marks = [{"mark": f"longest of {G:,} (expected)", "tokens": expected_max_length(lengths, G)}
+             for G in group_sizes]                       # validates lengths and each G
+    x = np.asarray(lengths, dtype=float).reshape(-1)
+    counts, edges = np.histogram(x, bins=bins, range=(0.0, float(x.max())))
+    bars = [{"start": float(a), "end": float(b), "share": c / x.size}
+            for a, b, c in zip(edges[:-1], edges[1:], counts)]
+    return bars, [{"mark": "mean", "tokens": float(x.mean())}] + marks
+
+
+def length_histogram_chart(lengths, group_sizes=(16,), *, bins: int = 64,
+                           title: str = "Response lengths, and the straggler a group waits for"):
+    """Histogram of ``lengths`` with the mean and the expected longest of each G of
+    ``group_sizes`` marked by labelled rules (:func:`~rlmperf_lite.book.charts.length_histogram_rows`)."""
+    bars, marks = length_histogram_rows(lengths, group_sizes, bins=bins)
+    hist = alt.Chart(alt.Data(values=bars)).mark_rect(color="steelblue").encode(
+        x=alt.X("start:Q", title="response length (tokens)"), x2="end:Q",
+        y=alt.Y("share:Q", title="share of responses", axis=alt.Axis(format="%")),
+        y2=alt.datum(0),
+        tooltip=[alt.Tooltip("start:Q", format=",.0f"), alt.Tooltip("end:Q", format=",.0f"),
+                 alt.Tooltip("share:Q", format=".2%")])
+    mark = alt.Chart(alt.Data(values=marks))
+    colours = ["black", "darkorange", "firebrick", "purple", "seagreen"]
+    rules = mark.mark_rule(strokeWidth=2).encode(
+        x="tokens:Q", color=alt.Color("mark:N", title=None, sort=[m["mark"] for m in marks],
+                                      scale=alt.Scale(range=colours)),
+        tooltip=["mark:N", alt.Tooltip("tokens:Q", format=",.0f")])
+    text = mark.mark_text(align="left", dx=4, angle=0, baseline="top", fontSize=11).encode(
+        x="tokens:Q", y=alt.value(4), text=alt.Text("tokens:Q", format=",.0f"),
+        color=alt.Color("mark:N", sort=[m["mark"] for m in marks], scale=alt.Scale(range=colours)))
+    return (hist + rules + text).properties(width=460, height=220, title=title)
+
+
+def phase_roofline_rows(est) -> tuple:
+    """(roof, phases) for :func:`~rlmperf_lite.book.phase_roofline_chart` from an
+    :class:`~rlmperf_lite.cost.RLStepEstimate`: ``roof`` the device's min(peak, intensity x HBM
+    bandwidth) from 0.1 to 10^5 FLOPs per byte; ``phases`` one dict per phase with FLOPs and
+    bytes: ``phase``, ``bound``, ``intensity`` = flops / bytes_moved and ``flops_per_s`` = the
+    rate per GPU the estimate gives it, flops / (time_s x gpus)."""
+    hw, dtype = est.inputs["hardware"], est.inputs["dtype"]
+    peak, bw = hw.peak(dtype), hw.hbm_bandwidth_bytes_per_s
+    roof = [{"intensity": 10 ** (k / 4), "flops_per_s": min(peak, 10 ** (k / 4) * bw)}
+            for k in range(-4, 21)]
+    phases = [{"phase": p.name, "bound": p.bound, "intensity": p.flops / p.bytes_moved,
+               "flops_per_s": p.flops / (p.time_s * est.gpus)}
+              for p in est.phases if p.flops > 0 and p.bytes_moved > 0 and p.time_s > 0]
+    return roof, phases
+
+
+def phase_roofline_chart(est, *, title: str | None = None):
+    """The device's roofline (log-log) with each phase of ``est`` placed at its arithmetic
+    intensity and its estimated FLOP/s per GPU (:func:`~rlmperf_lite.book.charts.phase_roofline_rows`)."""
+    roof, phases = phase_roofline_rows(est)
+    x = alt.X("intensity:Q", scale=alt.Scale(type="log"),
+              title="arithmetic intensity (FLOPs per byte)")
+    y = alt.Y("flops_per_s:Q", scale=alt.Scale(type="log"), title="FLOP/s per GPU",
+              axis=alt.Axis(format=".0e"))
+    line = alt.Chart(alt.Data(values=roof)).mark_line(color="gray").encode(x=x, y=y)
+    order = [r["phase"] for r in phases]
+    dots = alt.Chart(alt.Data(values=phases)).mark_point(size=90, filled=True).encode(
+        x=x, y=y, color=alt.Color("phase:N", title=None, sort=order),
+        shape=alt.Shape("bound:N", title="bound"),
+        tooltip=["phase:N", "bound:N", alt.Tooltip("intensity:Q", format=".3g"),
+                 alt.Tooltip("flops_per_s:Q", format=".3g")])
+    return (line + dots).properties(
+        width=460, height=260,
+        title=title or f"The phases of a {est.algo.upper()} step on the {est.hardware} roofline")
