@@ -17,17 +17,21 @@ import numpy as np
 from ..checks import check_bool, check_choice, check_int, check_number
 from ..nn import (COUNTER, AdamW, clip_grad_norm, copy_params, generate, logps_backward,
                   logps_forward, token_entropy, token_logps)
+from ..nn.engine import ENGINE_DTYPES, EngineConfig
 from ..tasks import AdditionTask
 from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages,
-                         rloo_advantages)
+                         reinforce_pp_baseline_advantages, rloo_advantages)
 from .common import (MAX_SAMPLES, RLConfig, RLResult, blas_limits, check_diverged,
                      check_fits_task, check_loop_args, end_step, flops_since, lr_factor,
                      step_range)
-from .losses import grpo_loss, grpo_loss_grad, kl_estimate, loss_norms, overlong_penalty
+from .losses import (KL_KINDS, grpo_loss, grpo_loss_grad, kl_estimate, loss_norms,
+                     overlong_penalty)
+from .mismatch import (ROLLOUT_IS_LEVELS, ROLLOUT_RS_LEVELS, mismatch_metrics,
+                       rollout_is_weights, rollout_rs_mask)
 from .warmstart import warm_start
 
 __all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "step_advantages", "frac_reward_zero_std",
-           "sample_and_score", "accumulate_grads"]
+           "sample_and_score", "accumulate_grads", "rollout_correction"]
 
 
 @dataclass(frozen=True)
@@ -39,8 +43,9 @@ class GRPOConfig(RLConfig):
     group_size: int = 4
     """G, completions per prompt."""
     advantage_estimator: str = "grpo"
-    """``"grpo"`` (group baseline), ``"rloo"`` (leave-one-out) or ``"reinforce_pp"``
-    (REINFORCE++: batch-normalised returns, KL in the reward)."""
+    """``"grpo"`` (group baseline), ``"rloo"`` (leave-one-out), ``"reinforce_pp"``
+    (REINFORCE++: batch-normalised returns, KL in the reward) or ``"reinforce_pp_baseline"``
+    (group-mean baseline, then batch normalisation; KL in the loss)."""
     adv_scale: str = "group"
     """For "grpo", divide by the group's std (``"group"``), the batch's (``"batch"``) or not at
     all (``"none"``, Dr. GRPO)."""
@@ -55,6 +60,35 @@ class GRPOConfig(RLConfig):
     """DAPO soft overlong punishment over the last this-many tokens of the budget (0 = off)."""
     micro_batch_size: int | None = None
     """Sequences per forward/backward (gradient accumulation); None = the whole batch at once."""
+    clip_ratio_c: float | None = None
+    """Dual-clip bound (> 1) on the ratio of tokens with negative advantages (verl's
+    ``clip_ratio_c``, 3.0 there); None = off."""
+    kl_loss_type: str = "k3"
+    """KL estimator of the loss's penalty: ``"k1"``, ``"k2"``, ``"k3"`` or ``"abs"`` (verl's
+    ``kl_loss_type`` ``kl``, ``mse``, ``low_var_kl``, ``abs``)."""
+    rollout_dtype: str = "float32"
+    """Numerics of the rollout engine (:class:`~rlmperf_lite.nn.engine.EngineConfig`):
+    ``"float32"`` (the trainer's), ``"bfloat16"`` or ``"float16"``."""
+    top_k: int | None = None
+    """The engine samples among the k most likely tokens (None = all)."""
+    top_p: float | None = None
+    """The engine samples from the top-p nucleus (None = no truncation)."""
+    bypass_mode: bool = True
+    """True: PPO's old log-probs are the engine's (verl's ``bypass_mode``); False: recompute them
+    on the trainer (the old-log-prob pass, verl's default decoupled mode)."""
+    rollout_is: str | None = None
+    """Truncated importance weights trainer/engine, ``"token"`` or ``"sequence"`` (verl's
+    ``rollout_is``); needs ``bypass_mode=False``."""
+    rollout_is_threshold: float = 2.0
+    """Their cap C: ``min(rho, C)`` (verl's ``rollout_is_threshold``)."""
+    rollout_rs: str | None = None
+    """Reject tokens or sequences whose ratio leaves the band: ``"token"``, ``"sequence"``
+    (product) or ``"geometric"`` (geometric mean) (verl's ``rollout_rs``); needs
+    ``bypass_mode=False``."""
+    rollout_rs_threshold: float = 2.0
+    """Upper end of the band (>= 1)."""
+    rollout_rs_threshold_lower: float | None = None
+    """Lower end of the band (<= 1); None = ``1 / rollout_rs_threshold``."""
 
     VARIANTS = {
         "grpo": {},
@@ -74,7 +108,7 @@ class GRPOConfig(RLConfig):
     def __post_init__(self):
         super().__post_init__()
         check_choice("GRPOConfig.advantage_estimator", self.advantage_estimator,
-                     ("grpo", "rloo", "reinforce_pp"))
+                     ("grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline"))
         # a group of one has no baseline, except for REINFORCE++ (batch-normalised returns)
         check_int("GRPOConfig.group_size", self.group_size,
                   1 if self.advantage_estimator == "reinforce_pp" else 2)
@@ -93,6 +127,37 @@ class GRPOConfig(RLConfig):
         if self.overlong_buffer_len >= self.max_new_tokens:
             raise ValueError(f"GRPOConfig.overlong_buffer_len must be < max_new_tokens="
                              f"{self.max_new_tokens}, got {self.overlong_buffer_len!r}")
+        self._check_correction()
+
+    def _check_correction(self):
+        """The checks of the engine, dual-clip, KL-estimator and rollout-correction fields."""
+        if self.clip_ratio_c is not None:
+            check_number("GRPOConfig.clip_ratio_c", self.clip_ratio_c, low=1, low_open=True)
+        check_choice("GRPOConfig.kl_loss_type", self.kl_loss_type, KL_KINDS)
+        check_choice("GRPOConfig.rollout_dtype", self.rollout_dtype, ENGINE_DTYPES)
+        check_int("GRPOConfig.top_k", self.top_k, 1, optional=True)
+        if self.top_p is not None:
+            check_number("GRPOConfig.top_p", self.top_p, low=0, high=1, low_open=True)
+        check_bool("GRPOConfig.bypass_mode", self.bypass_mode)
+        check_choice("GRPOConfig.rollout_is", self.rollout_is, (None, *ROLLOUT_IS_LEVELS))
+        check_number("GRPOConfig.rollout_is_threshold", self.rollout_is_threshold, low=0,
+                     low_open=True)
+        check_choice("GRPOConfig.rollout_rs", self.rollout_rs, (None, *ROLLOUT_RS_LEVELS))
+        check_number("GRPOConfig.rollout_rs_threshold", self.rollout_rs_threshold, low=1)
+        if self.rollout_rs_threshold_lower is not None:
+            check_number("GRPOConfig.rollout_rs_threshold_lower",
+                         self.rollout_rs_threshold_lower, low=0, high=1, low_open=True)
+        if self.bypass_mode and (self.rollout_is or self.rollout_rs):
+            raise ValueError("GRPOConfig.rollout_is and rollout_rs weigh the engine's samples by "
+                             "the trainer's old log-probs: set bypass_mode=False to compute them")
+
+    @property
+    def engine(self) -> EngineConfig | None:
+        """The rollout engine of ``rollout_dtype``, ``top_k`` and ``top_p``; None when it
+        samples exactly as the trainer computes (float32, no truncation)."""
+        if self.rollout_dtype == "float32" and self.top_k is None and self.top_p is None:
+            return None
+        return EngineConfig(dtype=self.rollout_dtype, top_k=self.top_k, top_p=self.top_p)
 
 
 GRPOResult = RLResult
@@ -135,21 +200,27 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
     steps = step_range(c, "GRPO", progress)
     for step in steps:
         times, flops_before = {}, dict(COUNTER.counts)
-        tokens, mask, old_logps, rewards, ref_logps, rounds, zero_std = sample_and_score(
+        tokens, mask, behav_logps, rewards, ref_logps, rounds, zero_std = sample_and_score(
             params, result.base_params, c, task, rng_data, rng_sample, times)  # (B*G, ...)
-        check_diverged(step, c, "the rollout's log-probs", old_logps)
+        check_diverged(step, c, "the rollout's log-probs", behav_logps)
+        old_logps, is_w, loss_mask, corr = rollout_correction(params, c, tokens, mask,
+                                                              behav_logps, P, times)
         t2 = time.perf_counter()
         kl_in_loss = c.kl_coef > 0 and c.advantage_estimator != "reinforce_pp"
-        advantages = step_advantages(c, rewards, mask, old_logps, ref_logps)
+        advantages = step_advantages(c, rewards, mask, behav_logps, ref_logps)
         times["advantages_s"] = (t := time.perf_counter()) - t2
         # gradient accumulation: each micro-batch is weighted with the whole batch's token and
         # sequence counts, so the summed gradient equals the full batch's (not a mean of means)
-        norms = loss_norms(mask, c)
+        norms = loss_norms(loss_mask, c)
         grads, logps, entropy = accumulate_grads(
-            params, tokens, old_logps, advantages, mask, c, norms, prompt_len=P,
-            ref_per_token_logps=ref_logps if kl_in_loss else None, step=step)  # (B*G, R)
-        loss, metrics = grpo_loss(logps, old_logps, advantages, mask, c, norms,
-                                          ref_per_token_logps=ref_logps if kl_in_loss else None)
+            params, tokens, old_logps, advantages, loss_mask, c, norms, prompt_len=P,
+            ref_per_token_logps=ref_logps if kl_in_loss else None, step=step,
+            rollout_is_weights=is_w)                                           # (B*G, R)
+        loss, metrics = grpo_loss(logps, old_logps, advantages, loss_mask, c, norms,
+                                  ref_per_token_logps=ref_logps if kl_in_loss else None,
+                                  rollout_is_weights=is_w)
+        if c.engine is not None:          # the trainer's log-probs before the update: free here
+            corr.update(mismatch_metrics(logps, behav_logps, mask))
         grad_norm = clip_grad_norm(grads, c.max_grad_norm)
         opt.lr = c.lr * lr_factor(step, c)
         opt.step(params, grads)
@@ -160,7 +231,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
                "response_length_max": int(mask.sum(axis=1).max()),      # verl's /max
                "loss": loss,
                "entropy": float((entropy * mask).sum() / mask.sum()),
-               "grad_norm": grad_norm, **metrics, **times, "step_s": sum(times.values()),
+               "grad_norm": grad_norm, **metrics, **corr, **times, "step_s": sum(times.values()),
                "response_width": int(mask.shape[1]), "resample_rounds": rounds,
                "frac_reward_zero_std": zero_std,
                **flops_since(flops_before)}
@@ -178,6 +249,8 @@ def step_advantages(c: GRPOConfig, rewards, mask, old_logps, ref_logps) -> np.nd
         return grpo_advantages(rewards, c.group_size, scale=c.adv_scale)
     if c.advantage_estimator == "rloo":
         return rloo_advantages(rewards, c.group_size)
+    if c.advantage_estimator == "reinforce_pp_baseline":
+        return reinforce_pp_baseline_advantages(rewards, mask, c.group_size)
     return reinforce_pp_advantages(
         rewards, mask, kl_coef=c.kl_coef,
         per_token_kl=kl_estimate(old_logps, ref_logps, "k1") if c.kl_coef else None)
@@ -185,13 +258,14 @@ def step_advantages(c: GRPOConfig, rewards, mask, old_logps, ref_logps) -> np.nd
 
 def accumulate_grads(params, tokens, old_per_token_logps, advantages, completion_mask,
                      c: GRPOConfig, norms: dict, *, prompt_len: int,
-                     ref_per_token_logps=None, step: int | None = None) -> tuple:
+                     ref_per_token_logps=None, step: int | None = None,
+                     rollout_is_weights=None) -> tuple:
     """The gradient of the clipped surrogate over ``tokens`` (n, P+R), accumulated over
     micro-batches of ``c.micro_batch_size`` rows: each micro-batch is weighted with the whole
     batch's ``norms`` (:func:`loss_norms`), so the sum equals the full batch's gradient, not a
     mean of means. ``old_per_token_logps``, ``completion_mask`` and
-    ``ref_per_token_logps`` (None: no KL term in the loss) are (n, R); ``advantages`` (n,) or
-    (n, R). Shared by :func:`train_grpo`, the asynchronous loop and the Ray learners (book
+    ``ref_per_token_logps`` (None: no KL term in the loss) and ``rollout_is_weights`` (None: no
+    importance weights) are (n, R); ``advantages`` (n,) or (n, R). Shared by :func:`train_grpo`, the asynchronous loop and the Ray learners (book
     sections :ref:`sec-loss-aggregation` and :ref:`sec-ray-controller`).
 
     Returns (grads {name: array}, per_token_logps (n, R), token entropy (n, R)). Raises
@@ -210,7 +284,8 @@ def accumulate_grads(params, tokens, old_per_token_logps, advantages, completion
         dlogps[:, P - 1:] = grpo_loss_grad(
             logps, old_per_token_logps[sl], advantages[sl], completion_mask[sl], c, norms,
             ref_per_token_logps=None if ref_per_token_logps is None
-            else ref_per_token_logps[sl])
+            else ref_per_token_logps[sl],
+            rollout_is_weights=None if rollout_is_weights is None else rollout_is_weights[sl])
         with COUNTER.phase("train_backward"):
             g = logps_backward(dlogps, cache)
         grads = g if grads is None else {k: grads[k] + g[k] for k in grads}
@@ -289,7 +364,7 @@ def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
         prompts, pairs = task.sample_prompts(rng_data, c.num_prompts)
         ro = generate(params, prompts, c.model, max_new_tokens=c.max_new_tokens,
                       eos_id=task.eos_id, pad_id=task.pad_id, group_size=G,
-                      temperature=c.temperature, rng=rng_sample)
+                      temperature=c.temperature, rng=rng_sample, engine=c.engine)
         rewards = task.reward(np.repeat(pairs, G, axis=0), ro.tokens[:, ro.prompt_len:])
         by_group = rewards.reshape(-1, G)
         if zero_std is None:
@@ -313,3 +388,34 @@ def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
             np.concatenate([np.pad(k[1], ((0, 0), (0, w))) for k, w in zip(kept, pad)]),
             np.concatenate([np.pad(k[2], ((0, 0), (0, w))) for k, w in zip(kept, pad)]),
             np.concatenate([k[3] for k in kept]), rounds, zero_std)
+
+
+def rollout_correction(params, c: GRPOConfig, tokens, completion_mask, rollout_per_token_logps,
+                       prompt_len: int, times: dict) -> tuple:
+    """PPO's old log-probs and the engine–trainer correction of ``c`` (book section
+    :ref:`sec-grpo`): with ``bypass_mode`` the engine's log-probs as they are; else the
+    old-log-prob pass (one trainer forward over ``tokens`` (n, P+R), ``old_logps_s`` in
+    ``times``), then ``rollout_is`` weights and a ``rollout_rs`` mask from the trainer/engine
+    ratio (:mod:`rlmperf_lite.rl.mismatch`).
+
+    Returns (old_per_token_logps (n, R), importance weights (n, R) or None, the loss's mask
+    (n, R): ``completion_mask`` without the rejected tokens, metrics {name: float}).
+    """
+    if c.bypass_mode:
+        return rollout_per_token_logps, None, completion_mask, {}
+    t = time.perf_counter()
+    with COUNTER.phase("old_logps"):
+        old = token_logps(params, tokens, c.model, c.temperature)[:, prompt_len - 1:]
+    old = old * completion_mask                       # 0 on padding, as the engine's
+    weights, mask, metrics = None, completion_mask, {}
+    if c.rollout_is:
+        weights, m = rollout_is_weights(old, rollout_per_token_logps, completion_mask,
+                                        level=c.rollout_is, threshold=c.rollout_is_threshold)
+        metrics.update(m)
+    if c.rollout_rs:
+        mask, m = rollout_rs_mask(old, rollout_per_token_logps, completion_mask,
+                                  level=c.rollout_rs, threshold=c.rollout_rs_threshold,
+                                  threshold_lower=c.rollout_rs_threshold_lower)
+        metrics.update(m)
+    times["old_logps_s"] = time.perf_counter() - t
+    return old, weights, mask, metrics

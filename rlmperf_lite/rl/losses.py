@@ -1,4 +1,5 @@
-"""The PPO-clipped policy loss, the k3 KL estimator and loss aggregation, with their gradients.
+"""The PPO-clipped policy loss (with verl's dual clip), the KL estimators and loss aggregation,
+with their gradients.
 
 Book section :ref:`sec-grpo`. numpy has no autograd, so each loss has a ``*_grad`` twin giving the
 derivative of the per-token loss with respect to ``per_token_logps``; tests check each twin by
@@ -13,13 +14,16 @@ from .inputs import check_completion_mask, check_fits_float32, check_per_token_a
 
 __all__ = ["policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
            "aggregate_weights", "aggregate_loss", "value_loss", "value_loss_grad",
-           "overlong_penalty", "AGG_MODES", "loss_norms", "grpo_loss", "grpo_loss_grad"]
+           "overlong_penalty", "AGG_MODES", "KL_KINDS", "loss_norms", "grpo_loss",
+           "grpo_loss_grad"]
 
 
 def _loss_inputs(per_token_logps, old_per_token_logps, advantages, completion_mask,
-                 clip_eps_low, clip_eps_high):
+                 clip_eps_low, clip_eps_high, clip_ratio_c=None):
     check_number("clip_eps_low", clip_eps_low, low=0, high=1)
     check_number("clip_eps_high", clip_eps_high, low=0)
+    if clip_ratio_c is not None:                # a bound below 1 + clip_eps_high would bind at r = 1
+        check_number("clip_ratio_c", clip_ratio_c, low=1, low_open=True)
     logps = check_per_token_array("per_token_logps", per_token_logps)
     old = check_per_token_array("old_per_token_logps", old_per_token_logps, logps.shape)
     dtype = np.result_type(logps.dtype, np.float32)     # float16: exp(12) would overflow
@@ -55,11 +59,16 @@ def _check_loss(name, x, log_ratio, adv):
 
 
 def policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mask, *,
-                clip_eps_low: float = 0.2, clip_eps_high: float = 0.2):
+                clip_eps_low: float = 0.2, clip_eps_high: float = 0.2,
+                clip_ratio_c: float | None = None):
     """PPO clipped surrogate (Schulman et al. 2017, Eq. 7), negated to be a loss.
 
     ``ratio = exp(logp - old_logp)``;
     ``loss_t = -min(ratio * A, clip(ratio, 1 - clip_eps_low, 1 + clip_eps_high) * A)``.
+    With ``clip_ratio_c`` (dual clip, Ye et al. 2020, arXiv 1912.09729, Eq. 5; verl's
+    ``actor.clip_ratio_c``, default 3.0 there, off here), a token with A < 0 loses at most
+    ``-clip_ratio_c * A``: ``loss_t = min(loss_t, -clip_ratio_c * A)``, so a huge ratio on a bad
+    token cannot blow up the update.
 
     Args:
         per_token_logps, old_per_token_logps: (B*G, R) current and behaviour log-probs.
@@ -68,21 +77,26 @@ def policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mas
     Returns:
         per_token_loss (B*G, R) (0 where masked) and metrics ``approx_kl`` (k3 of old vs new,
         as in cleanrl's ppo.py), ``clipfrac`` (share of tokens whose clipped branch is active),
-        ``ratio_mean``, ``ratio_max``, all means over unmasked tokens.
+        ``ratio_mean``, ``ratio_max``, all means over unmasked tokens; with ``clip_ratio_c``
+        also ``clipfrac_lower`` (share of tokens where the dual clip binds; verl's
+        ``actor/pg_clipfrac_lower``).
     Raises:
         ValueError: naming the argument, for mismatched shapes, non-finite values, a mask
             that is not 0/1, ``clip_eps_low`` outside [0, 1] or ``clip_eps_high`` negative or
-            non-finite, or a loss that overflows (a huge log-ratio). Float16 log-probs are
-            upcast to float32 (exp(12) overflows float16).
+            non-finite, ``clip_ratio_c`` not a number > 1, or a loss that overflows (a huge
+            log-ratio). Float16 log-probs are upcast to float32 (exp(12) overflows float16).
     """
     logps, old, adv, mask, log_ratio = _loss_inputs(
         per_token_logps, old_per_token_logps, advantages, completion_mask, clip_eps_low,
-        clip_eps_high)
+        clip_eps_high, clip_ratio_c)
     with np.errstate(over="ignore", invalid="ignore"):      # checked by _check_loss
         ratio = np.exp(log_ratio)
         surr1 = ratio * adv
         surr2 = np.clip(ratio, 1 - clip_eps_low, 1 + clip_eps_high) * adv
         per_token_loss = -np.minimum(surr1, surr2) * mask
+        if clip_ratio_c is not None:
+            lower = (adv < 0) & (per_token_loss > -clip_ratio_c * adv)          # dual clip binds
+            per_token_loss = np.where(lower, -clip_ratio_c * adv, per_token_loss) * mask
         n = max(float(mask.sum()), 1.0)
         metrics = {
             "approx_kl": float((((ratio - 1) - log_ratio) * mask).sum() / n),
@@ -90,27 +104,33 @@ def policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mas
             "ratio_mean": float((ratio * mask).sum() / n),
             "ratio_max": float(np.where(mask > 0, ratio, -np.inf).max(initial=1.0)),
         }
+        if clip_ratio_c is not None:
+            metrics["clipfrac_lower"] = float((lower * mask).sum() / n)
     _check_loss("policy_loss", [per_token_loss.sum(), *metrics.values()], log_ratio, adv)
     return per_token_loss, metrics
 
 
 def policy_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_mask, *,
-                     clip_eps_low: float = 0.2, clip_eps_high: float = 0.2) -> np.ndarray:
+                     clip_eps_low: float = 0.2, clip_eps_high: float = 0.2,
+                     clip_ratio_c: float | None = None) -> np.ndarray:
     """d per_token_loss / d per_token_logps, (B*G, R): ``-A * ratio`` where the unclipped branch
-    is the minimum, 0 where the clipped (constant) branch is. Errors as :func:`policy_loss`."""
+    is the minimum, 0 where the clipped (constant) branch is, and 0 where the dual clip
+    (``clip_ratio_c``, constant) binds. Errors as :func:`policy_loss`."""
     logps, old, adv, mask, log_ratio = _loss_inputs(
         per_token_logps, old_per_token_logps, advantages, completion_mask, clip_eps_low,
-        clip_eps_high)
+        clip_eps_high, clip_ratio_c)
     with np.errstate(over="ignore", invalid="ignore"):
         ratio = np.exp(log_ratio)
         unclipped = ratio * adv <= np.clip(ratio, 1 - clip_eps_low, 1 + clip_eps_high) * adv
+        if clip_ratio_c is not None:    # the unclipped branch's loss -r A above -c A: constant
+            unclipped &= ~((adv < 0) & (-ratio * adv > -clip_ratio_c * adv))
         grad = -adv * np.where(unclipped, ratio, 0) * mask
     _check_loss("policy_loss_grad", grad, log_ratio, adv)
     return grad
 
 
 def _kl_inputs(per_token_logps, ref_per_token_logps, kind):
-    check_choice("kind", kind, ("k1", "k2", "k3"))
+    check_choice("kind", kind, KL_KINDS)
     logps = check_per_token_array("per_token_logps", per_token_logps)
     logps = logps.astype(np.result_type(logps.dtype, np.float32), copy=False)   # as policy_loss
     ref = check_per_token_array("ref_per_token_logps", ref_per_token_logps, logps.shape)
@@ -126,22 +146,29 @@ def _check_kl(name, x, d):
     return x
 
 
+KL_KINDS = ("k1", "k2", "k3", "abs")
+
+
 def kl_estimate(per_token_logps, ref_per_token_logps, kind: str = "k3") -> np.ndarray:
     """Per-token estimate of KL(pi || pi_ref) from samples of pi (Schulman 2020, "Approximating
     KL divergence"): with ``d = ref_logp - logp``, k1 = -d, k2 = d^2 / 2, k3 = exp(d) - d - 1
-    (the one GRPO uses, DeepSeekMath Eq. 4). Shapes (B*G, R); ValueError naming the argument for
+    (the one GRPO uses, DeepSeekMath Eq. 4), and abs = |d| (verl's ``kl_loss_type="abs"``; a
+    penalty, not an unbiased estimate). Shapes (B*G, R); ValueError naming the argument for
     mismatched shapes, non-finite values, an unknown ``kind`` or an estimate that overflows."""
     d = _kl_inputs(per_token_logps, ref_per_token_logps, kind)
     with np.errstate(over="ignore", invalid="ignore"):
-        est = {"k1": lambda: -d, "k2": lambda: 0.5 * d * d, "k3": lambda: np.exp(d) - d - 1}
+        est = {"k1": lambda: -d, "k2": lambda: 0.5 * d * d, "k3": lambda: np.exp(d) - d - 1,
+               "abs": lambda: np.abs(d)}
         return _check_kl("kl_estimate", est[kind](), d)
 
 
 def kl_estimate_grad(per_token_logps, ref_per_token_logps, kind: str = "k3") -> np.ndarray:
-    """d kl_estimate / d per_token_logps, (B*G, R); errors as :func:`kl_estimate`."""
+    """d kl_estimate / d per_token_logps, (B*G, R) (abs: -sign(d), 0 at d = 0); errors as
+    :func:`kl_estimate`."""
     d = _kl_inputs(per_token_logps, ref_per_token_logps, kind)
     with np.errstate(over="ignore", invalid="ignore"):
-        grad = {"k1": lambda: np.ones_like(d), "k2": lambda: -d, "k3": lambda: 1 - np.exp(d)}
+        grad = {"k1": lambda: np.ones_like(d), "k2": lambda: -d, "k3": lambda: 1 - np.exp(d),
+                "abs": lambda: -np.sign(d)}
         return _check_kl("kl_estimate_grad", grad[kind](), d)
 
 
@@ -299,21 +326,29 @@ def loss_norms(completion_mask, config) -> dict:
 
 
 def grpo_loss(per_token_logps, old_per_token_logps, advantages, completion_mask, config,
-              norms: dict, *, ref_per_token_logps=None):
-    """GRPO's loss, sum(w * (clipped surrogate + kl_coef * k3)), and the metrics the field logs.
+              norms: dict, *, ref_per_token_logps=None, rollout_is_weights=None):
+    """GRPO's loss, sum(w * (rho * clipped surrogate + kl_coef * KL)), and the metrics the field
+    logs.
 
     Shao et al. 2024, Eq. 3, with the aggregation weights w of ``config.loss_agg_mode`` and the
     whole batch's ``norms`` (:func:`loss_norms`), so micro-batches' and ranks' terms add up to the
-    batch's loss. Arrays (rows, R); advantages (rows,) or (rows, R); ``config`` a
+    batch's loss; KL of ``config.kl_loss_type`` (:func:`kl_estimate`), the dual clip of
+    ``config.clip_ratio_c``, and rho the engine-to-trainer importance weights (rows, R) when
+    given (:func:`rlmperf_lite.rl.rollout_is_weights`; on the surrogate only, as verl). Arrays
+    (rows, R); advantages (rows,) or (rows, R); ``config`` a
     :class:`~rlmperf_lite.rl.GRPOConfig`. Returns (loss, metrics): ``approx_kl``, ``clipfrac``,
     ... of :func:`policy_loss`, plus ``kl_ref`` with a reference. Raises ValueError on bad shapes.
     """
     c, mask = config, completion_mask
     per_token_loss, metrics = policy_loss(per_token_logps, old_per_token_logps, advantages,
                                           mask, clip_eps_low=c.clip_eps,
-                                          clip_eps_high=c.clip_eps_high or c.clip_eps)
+                                          clip_eps_high=c.clip_eps_high or c.clip_eps,
+                                          clip_ratio_c=c.clip_ratio_c)
+    if rollout_is_weights is not None:
+        per_token_loss = per_token_loss * check_per_token_array(
+            "rollout_is_weights", rollout_is_weights, per_token_loss.shape)
     if ref_per_token_logps is not None:                       # the KL term is in the loss
-        kl = kl_estimate(per_token_logps, ref_per_token_logps) * mask
+        kl = kl_estimate(per_token_logps, ref_per_token_logps, c.kl_loss_type) * mask
         per_token_loss = per_token_loss + c.kl_coef * kl
         metrics["kl_ref"] = float(kl.sum() / max(mask.sum(), 1.0))
     weights = aggregate_weights(mask, c.loss_agg_mode, **norms)
@@ -321,14 +356,19 @@ def grpo_loss(per_token_logps, old_per_token_logps, advantages, completion_mask,
 
 
 def grpo_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_mask, config,
-                   norms: dict, *, ref_per_token_logps=None) -> np.ndarray:
+                   norms: dict, *, ref_per_token_logps=None,
+                   rollout_is_weights=None) -> np.ndarray:
     """d :func:`grpo_loss` / d per_token_logps, (rows, R): the one place the loop, its
     micro-batches and Part III's simulated ranks take the loss gradient from. Arguments and
     errors as :func:`grpo_loss`."""
     c = config
     dloss = policy_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_mask,
-                             clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps_high or c.clip_eps)
+                             clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps_high or c.clip_eps,
+                             clip_ratio_c=c.clip_ratio_c)
+    if rollout_is_weights is not None:                  # constants: they scale the gradient
+        dloss = dloss * check_per_token_array("rollout_is_weights", rollout_is_weights,
+                                              dloss.shape)
     if ref_per_token_logps is not None:
-        dloss = dloss + c.kl_coef * kl_estimate_grad(per_token_logps,
-                                                     ref_per_token_logps) * completion_mask
+        dloss = dloss + c.kl_coef * kl_estimate_grad(per_token_logps, ref_per_token_logps,
+                                                     c.kl_loss_type) * completion_mask
     return aggregate_weights(completion_mask, c.loss_agg_mode, **norms) * dloss
