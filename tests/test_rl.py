@@ -141,3 +141,89 @@ def test_lr_factor_refuses_steps_past_the_schedule():
                        (1.5, "step must be an int")):
         with pytest.raises(ValueError, match=match):
             lr_factor(bad, c)
+
+
+# ---- dual clip (verl's clip_ratio_c), the abs KL estimator, REINFORCE++-baseline --------------
+def _dual_clip_peer(logps, old, adv, mask, eps=0.2, c=3.0):
+    """The dual-clip loss as verl's compute_policy_loss writes it (Ye et al. 2020, Eq. 5):
+    max of the two PPO losses, then for A < 0 the min with -c A; clipfrac_lower as verl's
+    pg_clipfrac_lower."""
+    r = np.exp(logps - old)
+    a = np.broadcast_to(adv[:, None], r.shape)
+    pg1, pg2 = -a * r, -a * np.clip(r, 1 - eps, 1 + eps)
+    clip1 = np.maximum(pg1, pg2)
+    pg3 = -a * c
+    loss = np.where(a < 0, np.minimum(pg3, clip1), clip1) * mask
+    lower = (((clip1 > pg3) & (a < 0)) * mask).sum() / mask.sum()
+    return loss, lower
+
+
+def test_dual_clip_matches_the_peer_formula_and_its_clipfrac():
+    rng = np.random.default_rng(5)
+    old = np.log(rng.uniform(0.05, 1, (16, 6)))
+    logps = old + rng.normal(0, 1.5, old.shape)                  # ratios up to ~100
+    adv, mask = rng.normal(size=16), (rng.uniform(size=(16, 6)) < 0.8).astype(float)
+    loss, m = policy_loss(logps, old, adv, mask, clip_ratio_c=3.0)
+    want, lower = _dual_clip_peer(logps, old, adv, mask)
+    np.testing.assert_allclose(loss, want, rtol=1e-12)
+    assert m["clipfrac_lower"] == pytest.approx(lower) and lower > 0
+    np.testing.assert_allclose(policy_loss(logps, old, adv, mask)[0][adv > 0],
+                               loss[adv > 0])                   # A > 0: PPO's loss unchanged
+
+
+def test_dual_clip_grad_matches_finite_differences_and_is_zero_where_it_binds():
+    rng = np.random.default_rng(6)
+    old = np.log(rng.uniform(0.05, 1, (6, 5)))
+    logps = old + rng.normal(0, 1.0, old.shape)
+    adv, mask = rng.normal(size=6), np.ones((6, 5))
+    f = lambda lp: policy_loss(lp, old, adv, mask, clip_ratio_c=3.0)[0]
+    g = policy_loss_grad(logps, old, adv, mask, clip_ratio_c=3.0)
+    np.testing.assert_allclose(g, numgrad_elementwise(f, logps), atol=1e-6)
+    binds = (adv[:, None] < 0) & (np.exp(logps - old) > 3.0)
+    assert binds.any() and (g[binds] == 0).all()
+    with pytest.raises(ValueError, match="clip_ratio_c"):
+        policy_loss(logps, old, adv, mask, clip_ratio_c=1.0)
+
+
+def test_abs_kl_estimator_values_and_gradient():
+    """abs = |ref_logp - logp| (verl's kl_loss_type="abs"); its gradient is -sign(d)."""
+    logps = np.log(np.array([[0.5, 0.2, 0.3]]))
+    ref = np.log(np.array([[0.25, 0.4, 0.3]]))
+    np.testing.assert_allclose(kl_estimate(logps, ref, "abs"), [[np.log(2), np.log(2), 0]])
+    lp, rf, _, _ = _loss_inputs(np.random.default_rng(7))
+    f = lambda x: kl_estimate(x, rf, "abs")
+    np.testing.assert_allclose(kl_estimate_grad(lp, rf, "abs"), numgrad_elementwise(f, lp),
+                               atol=1e-6)
+    np.testing.assert_array_equal(kl_estimate_grad(logps, ref, "abs"), [[1, -1, 0]])
+
+
+def _rpp_baseline_loop(rewards, mask, G, eps=1e-8):
+    """REINFORCE++-baseline written with plain loops (verl's
+    compute_reinforce_plus_plus_baseline_outcome_advantage, read, not copied)."""
+    rows, R = mask.shape
+    x = [[0.0] * R for _ in range(rows)]
+    for b in range(rows // G):
+        mean = sum(rewards[b * G:(b + 1) * G]) / G
+        for i in range(b * G, (b + 1) * G):
+            for t in range(R):
+                x[i][t] = (rewards[i] - mean) * mask[i][t]
+    vals = [x[i][t] for i in range(rows) for t in range(R) if mask[i][t]]
+    mu = sum(vals) / len(vals)
+    var = sum((v - mu) ** 2 for v in vals) / (len(vals) - 1)
+    return np.array([[(x[i][t] - mu) / np.sqrt(var + eps) * mask[i][t] for t in range(R)]
+                     for i in range(rows)])
+
+
+def test_reinforce_pp_baseline_matches_an_independent_loop():
+    from rlmperf_lite.rl import reinforce_pp_baseline_advantages
+    rng = np.random.default_rng(8)
+    rewards = rng.integers(0, 2, 12).astype(float)
+    mask = (np.arange(5) < rng.integers(1, 6, (12, 1))).astype(float)
+    got = reinforce_pp_baseline_advantages(rewards, mask, 4)
+    np.testing.assert_allclose(got, _rpp_baseline_loop(rewards, mask, 4), rtol=1e-5, atol=1e-6)
+    assert got[mask > 0].mean() == pytest.approx(0, abs=1e-6)
+    assert (got[mask == 0] == 0).all()
+    with pytest.raises(ValueError, match="completion_mask"):
+        reinforce_pp_baseline_advantages(rewards, mask[:8], 4)
+    with pytest.raises(ValueError, match="group_size"):
+        reinforce_pp_baseline_advantages(rewards, mask, 1)

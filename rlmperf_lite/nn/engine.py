@@ -53,7 +53,7 @@ class EngineConfig:
     """
 
     dtype: str = "bfloat16"
-    """Compute dtype emulated: ``"bfloat16"``, ``"float16"`` or ``"float32"`` (the trainer's
+    """The compute dtype emulated, ``"bfloat16"``, ``"float16"`` or ``"float32"`` (the trainer's
     numerics, only the truncation differs)."""
     top_k: int | None = None
     """Sample among the k most likely tokens only (None = no limit; vLLM's ``top_k``)."""

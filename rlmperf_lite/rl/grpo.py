@@ -64,25 +64,25 @@ class GRPOConfig(RLConfig):
     """Dual-clip bound (> 1) on the ratio of tokens with negative advantages (verl's
     ``clip_ratio_c``, 3.0 there); None = off."""
     kl_loss_type: str = "k3"
-    """KL estimator of the loss's penalty: ``"k1"``, ``"k2"``, ``"k3"`` or ``"abs"`` (verl's
+    """The KL estimator of the loss's penalty, ``"k1"``, ``"k2"``, ``"k3"`` or ``"abs"`` (verl's
     ``kl_loss_type`` ``kl``, ``mse``, ``low_var_kl``, ``abs``)."""
     rollout_dtype: str = "float32"
-    """Numerics of the rollout engine (:class:`~rlmperf_lite.nn.engine.EngineConfig`):
-    ``"float32"`` (the trainer's), ``"bfloat16"`` or ``"float16"``."""
+    """Numerics of the rollout engine, ``"float32"`` (the trainer's), ``"bfloat16"`` or
+    ``"float16"`` (see :class:`~rlmperf_lite.nn.EngineConfig`)."""
     top_k: int | None = None
     """The engine samples among the k most likely tokens (None = all)."""
     top_p: float | None = None
     """The engine samples from the top-p nucleus (None = no truncation)."""
     bypass_mode: bool = True
-    """True: PPO's old log-probs are the engine's (verl's ``bypass_mode``); False: recompute them
-    on the trainer (the old-log-prob pass, verl's default decoupled mode)."""
+    """Whether PPO's old log-probs are the engine's (True, verl's ``bypass_mode``) or recomputed
+    on the trainer (False, the old-log-prob pass of verl's default decoupled mode)."""
     rollout_is: str | None = None
     """Truncated importance weights trainer/engine, ``"token"`` or ``"sequence"`` (verl's
     ``rollout_is``); needs ``bypass_mode=False``."""
     rollout_is_threshold: float = 2.0
-    """Their cap C: ``min(rho, C)`` (verl's ``rollout_is_threshold``)."""
+    """The cap C of those weights, ``min(rho, C)`` (verl's ``rollout_is_threshold``)."""
     rollout_rs: str | None = None
-    """Reject tokens or sequences whose ratio leaves the band: ``"token"``, ``"sequence"``
+    """Reject tokens or sequences whose ratio leaves the band, per ``"token"``, ``"sequence"``
     (product) or ``"geometric"`` (geometric mean) (verl's ``rollout_rs``); needs
     ``bypass_mode=False``."""
     rollout_rs_threshold: float = 2.0
