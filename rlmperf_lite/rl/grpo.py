@@ -4,7 +4,8 @@ Each step: sample B prompts and G completions each with the KV-cached sampler (r
 them with the verifier (reward), compute group-relative advantages, optionally the reference
 model's log-probs for a k3 KL penalty, then one AdamW step on the PPO-clipped surrogate whose
 ratio is taken against the behaviour log-probs recorded at sampling time (the "old" policy; with
-one update per batch the ratio starts at 1 and clipping only guards rounding differences).
+one update per batch the ratio starts at 1 and clipping only guards rounding differences, unless
+the rollout engine's numerics differ from the trainer's: :func:`rollout_correction`).
 Shao et al. 2024 (DeepSeekMath, arXiv 2402.03300), Eq. 3 with token-mean aggregation.
 """
 from __future__ import annotations

@@ -5,8 +5,9 @@ The rollout engine samples a completion and records its log-probs ``rollout_per_
 the trainer's log-probs of the same tokens (``old_per_token_logps``, the old-log-prob pass)
 differ (bf16 kernels, top-k / top-p truncation: :mod:`rlmperf_lite.nn.engine`). The token
 ratio ``rho_t = exp(old_logp_t - rollout_logp_t)`` measures it. verl's rollout correction
-(verl 0.6, ``algorithm.rollout_correction``, docs/algo/rollout_corr.md; Liu, Li et al. 2025,
-"When Speed Kills Stability") corrects with truncated importance weights ``rollout_is``
+(``algorithm.rollout_correction``, rollout IS since verl 0.6, names as in verl's
+docs/algo/rollout_corr.md of late 2025, later spelt token_k1 / seq_sum_k1 / seq_mean_k1;
+Liu, Li et al. 2025, "When Speed Kills Stability") corrects with truncated importance weights ``rollout_is``
 (``min(rho, rollout_is_threshold)``, per token or per sequence) and rejection ``rollout_rs``
 (drop tokens or whole sequences whose ratio leaves a band); TRL's counterpart is
 ``vllm_importance_sampling_correction`` with ``vllm_importance_sampling_cap``. Arrays are
