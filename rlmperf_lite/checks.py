@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 __all__ = ["check_int", "check_number", "check_choice", "check_real_array", "check_bool",
-           "check_efficiency", "MIN_EFFICIENCY", "did_you_mean"]
+           "check_efficiency", "MIN_EFFICIENCY", "did_you_mean", "progress_bar"]
 
 INT64_MAX = 2**63 - 1
 MIN_EFFICIENCY = 1e-6
@@ -93,6 +93,20 @@ def check_bool(label: str, value) -> None:
     """True or False (numpy bools too), not a string or a number that merely looks like one."""
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{label} must be True or False, got {value!r}")
+
+
+def progress_bar(iterable, progress, *, desc: str, unit: str):
+    """``iterable`` wrapped in a text tqdm bar when ``progress`` is True (a text bar, unlike
+    tqdm's notebook widget, also shows in a notebook saved to HTML), else itself.
+
+    Raises:
+        ValueError: ``progress`` not a bool.
+    """
+    check_bool("progress", progress)
+    if not progress:
+        return iterable
+    from tqdm import tqdm
+    return tqdm(iterable, desc=desc, unit=unit, mininterval=1.0, ascii=True)
 
 
 def check_efficiency(label: str, value) -> None:

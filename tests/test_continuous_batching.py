@@ -84,8 +84,8 @@ def test_max_new_tokens_one_needs_no_decode_step(model):
     static, cont, stats = _both(model, 4, 2, max_new_tokens=1)
     np.testing.assert_array_equal(cont.tokens, static.tokens)
     assert cont.num_decode_steps == 0 and cont.completion_mask.shape == (N, 1)
-    assert stats == BatchingStats(num_slots=2, num_steps=N // 2 + 1, row_steps=2 * (N // 2 + 1),
-                                  padding_row_steps=2 * (N // 2 + 1) - N)
+    assert stats == BatchingStats(num_slots=2, num_steps=N // 2 + 1, kept_tokens=N)
+    assert (stats.row_steps, stats.padding_row_steps) == (2 * (N // 2 + 1), 2 * (N // 2 + 1) - N)
 
 
 def test_max_new_tokens_filling_the_context(model):

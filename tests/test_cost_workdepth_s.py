@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from rlmperf_lite.cost import (back_of_envelope, estimate_rl_step, hardware_preset,
+                               kv_cache_bytes_per_token,
                                model_preset, pram_processors, rl_step_workdepth,
                                rl_step_workdepth_s)
 
@@ -124,6 +125,20 @@ def test_the_hand_derivation_is_close_to_the_library():
     assert hand["forward_passes"] == 2                    # old and reference log-probs
     mfu = est.flops / (est.time_s * 64 * 989.5e12)
     assert hand["step_mfu"] == pytest.approx(mfu, rel=0.10)
+
+
+def test_the_hand_share_holds_at_8_sequences_per_gpu_and_misses_the_kv_reads_at_128():
+    """By hand, generation's share is decode over the step: at 8 sequences per GPU within one
+    point of the library's 87%; at 128 per GPU it leaves out the KV cache, whose reads per decode
+    step then exceed the weights', so the hand share falls far below the library's 48%."""
+    hand, est = back_of_envelope(**CH5), estimate_rl_step(**CH5)
+    assert hand["generation_share"] == pytest.approx(hand["decode_s"] / hand["step_s"], rel=1e-12)
+    assert hand["generation_share"] == pytest.approx(est.generation_time_share, abs=0.01)
+    big = dict(CH5, prompts=512)
+    hand, est = back_of_envelope(**big), estimate_rl_step(**big)
+    assert est.generation_time_share - hand["generation_share"] > 0.15
+    kv = 128 * (512 + 4096 / 2) * kv_cache_bytes_per_token(model_preset("qwen2.5-7b"))
+    assert kv > 2 * 7_615_616_512                  # a mean decode step reads more KV than weights
 
 
 def test_pram_rounds_do_not_bind_at_real_scale():

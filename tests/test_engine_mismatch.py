@@ -237,8 +237,6 @@ SHORT = dict(steps=3, num_prompts=8, warmstart_max_steps=30, lr_warmup_steps=0)
     ({"rollout_is": "tok", "bypass_mode": False}, "GRPOConfig.rollout_is"),
     ({"rollout_rs_threshold": 0.5}, "GRPOConfig.rollout_rs_threshold"),
     ({"rollout_dtype": "fp8"}, "GRPOConfig.rollout_dtype"), ({"top_k": 0}, "GRPOConfig.top_k"),
-    ({"clip_ratio_c": 1.0}, "GRPOConfig.clip_ratio_c"),
-    ({"kl_loss_type": "k4"}, "GRPOConfig.kl_loss_type"),
     ({"bypass_mode": "yes"}, "GRPOConfig.bypass_mode"),
 ])
 def test_grpo_config_rejects_bad_correction_fields(kwargs, name):
@@ -277,14 +275,14 @@ def test_token_tis_and_geometric_rejection_run_and_log_their_metrics():
     assert rows[0]["mismatch_ratio_p50"] < 1 and rows[0]["mismatch_kl"] > 0
 
 
-def test_grpo_loss_weighs_the_surrogate_only_and_uses_the_chosen_kl():
+def test_grpo_loss_weighs_the_surrogate_only_not_the_kl_term():
     from rlmperf_lite.rl import (aggregate_weights, grpo_loss, grpo_loss_grad, kl_estimate,
                                  loss_norms, policy_loss, policy_loss_grad)
     rng = np.random.default_rng(9)
     old = np.log(rng.uniform(0.1, 1, (4, 3)))
     logps, ref = old + rng.normal(0, 0.1, old.shape), old + rng.normal(0, 0.1, old.shape)
     adv, mask, w = rng.normal(size=4), np.ones((4, 3)), rng.uniform(0, 2, (4, 3))
-    c = GRPOConfig(kl_coef=0.1, kl_loss_type="abs")
+    c = GRPOConfig(kl_coef=0.1, kl_estimator="abs")
     norms = loss_norms(mask, c)
     agg = aggregate_weights(mask, c.loss_agg_mode, **norms)
     pg = policy_loss(logps, old, adv, mask)[0]
@@ -296,3 +294,31 @@ def test_grpo_loss_weighs_the_surrogate_only_and_uses_the_chosen_kl():
                        rollout_is_weights=w)
     np.testing.assert_allclose(g, agg * (w * policy_loss_grad(logps, old, adv, mask)
                                          - 0.1 * np.sign(ref - logps)), rtol=1e-6)
+
+
+# ---- the loops that do not run the engine refuse its options ----------------------------------
+@pytest.mark.parametrize("kwargs", [{"rollout_dtype": "bfloat16"}, {"top_p": 0.95},
+                                    {"top_k": 8}, {"bypass_mode": False},
+                                    {"bypass_mode": False, "rollout_is": "token"},
+                                    {"bypass_mode": False, "rollout_rs": "geometric"}])
+def test_async_parallel_and_ray_loops_refuse_the_engine_options(kwargs):
+    from rlmperf_lite.distributed import run_config
+    from rlmperf_lite.parallel import (DeviceMesh, train_grpo_mesh, train_grpo_pipeline,
+                                       train_grpo_zero)
+    from rlmperf_lite.rl import AsyncGRPOConfig, train_async_grpo
+    name = next(iter(kwargs))
+    c = GRPOConfig(**kwargs)
+    calls = [(lambda: train_async_grpo(AsyncGRPOConfig(**kwargs)), "train_async_grpo"),
+             (lambda: run_config(c, "sync"), "train_ray"),
+             (lambda: train_grpo_mesh(c, DeviceMesh(dp=2, tp=1)), "the mesh"),
+             (lambda: train_grpo_zero(c, 2, 1), "ZeRO"),
+             (lambda: train_grpo_pipeline(c, pp=2, microbatches=2), "the pipeline")]
+    for call, loop in calls:
+        with pytest.raises(ValueError, match=rf"GRPOConfig\.{name}=.*{loop}.*train_grpo"):
+            call()
+
+
+def test_the_other_loops_accept_the_default_config():
+    from rlmperf_lite.distributed import run_config
+    GRPOConfig().check_train_grpo_only("any loop")               # defaults pass
+    assert run_config(GRPOConfig(), "sync").staleness == 0

@@ -8,6 +8,7 @@ simulated layouts against the work-depth formula of book section 11.5. One test 
 synchronous run on a local Ray (2 CPUs), started for this module.
 """
 import dataclasses
+import html
 
 import numpy as np
 import pytest
@@ -286,7 +287,9 @@ def test_widget_shows_the_libraries_error_message():
     assert "steps" in message.value and "firebrick" in message.value
     controls[2].value = STEPS
     controls[3].value = 0                                               # rollout workers
-    assert "num_rollout_workers" in message.value
+    # the message names the control the reader typed in, not the library's keyword
+    assert "rollout W must be an int >= 1, got 0" in html.unescape(message.value)
+    assert "firebrick" in message.value
 
 
 # ---- one real run ------------------------------------------------------------------------------

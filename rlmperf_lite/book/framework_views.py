@@ -11,9 +11,8 @@ import dataclasses
 import html
 
 import altair as alt
-from tqdm import tqdm
 
-from ..checks import check_bool
+from ..checks import progress_bar
 from ..cost import hardware_presets, model_presets
 from ..sim import simulate
 from ..sim.breakdown import step_breakdown
@@ -214,12 +213,10 @@ def framework_grid(grid: dict | None = None, *, hardware: str = "h100-sxm",
     Raises:
         ValueError: ``progress`` not a bool.
     """
-    check_bool("progress", progress)
     grid = grid or FRAMEWORK_GRID
     rows, seen = [], {}
     cells = [(actor, gpus) for actor in grid["actor"] for gpus in grid["gpus"]]
-    for actor, gpus in tqdm(cells, desc="grid", unit="cell", ascii=True, mininterval=1.0,
-                            disable=not progress):
+    for actor, gpus in progress_bar(cells, progress, desc="grid", unit="cell"):
         for name in grid["framework"]:
             try:
                 system = framework_system(name, actor=actor, hardware=hardware, gpus=gpus)

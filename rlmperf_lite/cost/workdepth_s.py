@@ -201,12 +201,12 @@ def back_of_envelope(algo: str = "grpo", **estimate_kwargs) -> dict:
     """The step by hand, as in "How to Scale Your Model": decode = (R_max - 1) steps x the
     weights' bytes / (tp x bandwidth); each forward pass = 2 N tokens / (p x peak); the update
     = 6 N tokens / (p x peak); the step's MFU = its FLOPs / (step x p x peak). Attention, KV
-    reads and efficiencies left out. Same arguments as
+    reads and efficiencies left out; generation's share = decode / step. Same arguments as
     :func:`~rlmperf_lite.cost.estimate_rl_step`.
 
     Returns:
         dict of ``decode_step_s``, ``decode_s``, ``forward_pass_s``, ``forward_passes``,
-        ``update_s``, ``step_s``, ``step_mfu``.
+        ``update_s``, ``step_s``, ``step_mfu``, ``generation_share``.
     """
     est = estimate_rl_step(algo, **estimate_kwargs)
     kw, hw = est.inputs, est.inputs["hardware"]
@@ -223,7 +223,8 @@ def back_of_envelope(algo: str = "grpo", **estimate_kwargs) -> dict:
     flops = 2.0 * N * float(R.sum()) + passes * 2.0 * N * tokens + update * p * peak
     return {"decode_step_s": decode_step, "decode_s": float((R.max() - 1) * decode_step),
             "forward_pass_s": fwd, "forward_passes": int(passes), "update_s": update,
-            "step_s": float(step), "step_mfu": float(flops / (step * p * peak))}
+            "step_s": float(step), "step_mfu": float(flops / (step * p * peak)),
+            "generation_share": float((R.max() - 1) * decode_step / step)}
 
 
 def pram_processors(hardware: HardwareSpec, gpus: int, *, clock_hz: float = H100_CLOCK_HZ,

@@ -293,10 +293,18 @@ class BatchingStats:
     """Rows per step (n for :func:`generate`, ``num_slots`` for :func:`generate_continuous`)."""
     num_steps: int
     """Sampling steps (each samples one token per busy row)."""
-    row_steps: int
-    """``num_slots * num_steps``."""
-    padding_row_steps: int
-    """Row-steps that yield no kept token (``row_steps`` minus the kept tokens)."""
+    kept_tokens: int
+    """Completion tokens the run kept (the rollout's ``completion_mask.sum()``)."""
+
+    @property
+    def row_steps(self) -> int:
+        """``num_slots * num_steps``."""
+        return self.num_slots * self.num_steps
+
+    @property
+    def padding_row_steps(self) -> int:
+        """Row-steps that yield no kept token, ``row_steps - kept_tokens``."""
+        return self.row_steps - self.kept_tokens
 
     @property
     def padding_fraction(self) -> float:
@@ -308,8 +316,7 @@ def static_batching_stats(rollout: Rollout) -> BatchingStats:
     """The :class:`BatchingStats` of a :func:`generate` rollout: every row steps until the
     longest ends, n * R row-steps, of which ``n * R - completion_mask.sum()`` are padding."""
     n, R = rollout.completion_mask.shape
-    kept = int(rollout.completion_mask.sum())
-    return BatchingStats(num_slots=n, num_steps=R, row_steps=n * R, padding_row_steps=n * R - kept)
+    return BatchingStats(num_slots=n, num_steps=R, kept_tokens=int(rollout.completion_mask.sum()))
 
 
 def _prefill_slots(params, cfg: TinyLMConfig, prompts, slots, kcache, vcache) -> np.ndarray:
@@ -360,8 +367,7 @@ def generate_continuous(params: dict, prompts, cfg: TinyLMConfig, *, num_slots: 
     tokens = np.concatenate([np.repeat(prompts, G, axis=0), out[:, :width]], axis=1)
     rollout = Rollout(tokens=tokens, completion_mask=mask, per_token_logps=logps[:, :width],
                       prompt_len=P, num_decode_steps=decodes)
-    stats = BatchingStats(num_slots=num_slots, num_steps=steps, row_steps=num_slots * steps,
-                          padding_row_steps=num_slots * steps - int(lengths.sum()))
+    stats = BatchingStats(num_slots=num_slots, num_steps=steps, kept_tokens=int(lengths.sum()))
     return rollout, stats
 
 

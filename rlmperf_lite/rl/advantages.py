@@ -11,8 +11,7 @@ import numpy as np
 from ..checks import check_choice, check_number
 from .inputs import check_completion_mask, check_fits_float32, check_per_token_array
 
-__all__ = ["grpo_advantages", "check_rewards", "rloo_advantages", "reinforce_pp_advantages",
-           "reinforce_pp_baseline_advantages"]
+__all__ = ["grpo_advantages", "check_rewards", "reinforce_pp_baseline_advantages"]
 
 
 def check_rewards(rewards, group_size: int, *, min_group_size: int = 2) -> np.ndarray:
@@ -175,41 +174,43 @@ def reinforce_pp_advantages(rewards, completion_mask, *, per_token_kl=None, kl_c
 
 def reinforce_pp_baseline_advantages(rewards, completion_mask, group_size: int, *,
                                      eps: float = 1e-8) -> np.ndarray:
-    """REINFORCE++-baseline advantages (Hu 2025, arXiv 2501.03262, the group variant; verl's
-    ``adv_estimator=reinforce_plus_plus_baseline``): subtract each group's mean reward (a local
-    baseline, no std), give the result to every token of the completion, then normalise over
-    all the batch's tokens: ``A = (x - mean) / sqrt(var + eps)``, token-weighted, with the
-    unbiased variance (as verl's ``masked_whiten``). No KL in the reward: put it in the loss.
+    """REINFORCE++-baseline advantages (Hu 2025, arXiv 2501.03262; as verl's
+    ``compute_reinforce_plus_plus_baseline_outcome_advantage``, volcengine/verl
+    ``verl/trainer/ppo/core_algos.py`` at commit 012be9d9): subtract the group's mean reward,
+    give every token of a completion its value, then whiten over all the batch's valid tokens
+    (verl's ``masked_whiten``): ``A_t = (x_t - mu) / sqrt(var + eps)``, with mu the mean over
+    valid tokens (a long completion weighs more) and var their unbiased variance
+    (sum (x_t - mu)^2 / (N - 1), N valid tokens).
 
     Args:
         rewards: (B*G,) laid out group by group.
-        completion_mask: (B*G, R) of 0/1 with at least two tokens in all.
+        completion_mask: (B*G, R) of 0/1.
         group_size: G >= 2.
-        eps: finite and >= 0.
+        eps: added to the variance (verl's 1e-8), finite and >= 0.
     Returns:
-        advantages (B*G, R) float32, 0 on masked positions (all 0 if every reward of every
-        group is its group's mean).
+        advantages (B*G, R) float32, 0 on masked positions and where all tokens agree.
     Raises:
-        ValueError: see :func:`check_rewards`; naming the argument for a mask of another B*G,
-            not 0/1 or with fewer than two tokens, or a bad ``eps``.
+        ValueError: see :func:`check_rewards`; a mask of another B*G or with fewer than 2 valid
+            tokens (the unbiased variance needs 2), a negative or non-finite ``eps``.
     """
-    r = check_rewards(rewards, group_size)                                   # (B, G)
-    mask = check_completion_mask(completion_mask).astype(np.float64)
     check_number("eps", eps, low=0)
+    r = check_rewards(rewards, group_size)                                   # (B, G)
+    mask = check_completion_mask(completion_mask).astype(np.float64)         # (B*G, R)
     if mask.shape[0] != r.size:
-        raise ValueError(f"completion_mask must have B*G={r.size} rows (one per reward), got "
-                         f"{mask.shape[0]}")
+        raise ValueError(f"completion_mask must have B*G = {r.size} rows (one per reward), got "
+                         f"{mask.shape}")
     n = mask.sum()
     if n < 2:
-        raise ValueError("completion_mask must hold at least two tokens (the variance is "
-                         "unbiased)")
-    s = _pow2_scale(np.abs(r).max())                           # exact; keeps squares finite
-    centred = r / s - (r / s).mean(axis=1, keepdims=True)
-    centred[r.max(axis=1) == r.min(axis=1)] = 0.0                            # all-equal group
-    x = centred.reshape(-1, 1) * mask                                        # (B*G, R)
-    mean = x.sum() / n
-    var = (((x - mean) * mask) ** 2).sum() / (n - 1)
-    with np.errstate(over="ignore"):
-        denom = np.sqrt(var + eps / (s * s))                  # eps acts on the unscaled rewards
-    adv = np.divide(x - mean, denom, out=np.zeros_like(x), where=denom > 0)
+        raise ValueError(f"completion_mask must hold at least 2 valid tokens (the unbiased "
+                         f"variance divides by N - 1), got {int(n)}")
+    s = _pow2_scale(np.abs(r).max())                          # exact; squares stay in range
+    r_s = r / s
+    centered = r_s - r_s.mean(axis=1, keepdims=True)
+    centered[r.max(axis=1) == r.min(axis=1)] = 0.0                          # all-equal group
+    x = centered.reshape(-1, 1) * mask                                       # (B*G, R)
+    mu = x.sum() / n
+    var = (((x - mu) * mask) ** 2).sum() / (n - 1)
+    with np.errstate(over="ignore", divide="ignore"):  # eps / s^2 = inf for tiny rewards: A is 0
+        denom = np.sqrt(var + eps / (s * s))
+    adv = np.divide(x - mu, denom, out=np.zeros_like(x), where=(denom > 0) & (var > 0))
     return (adv * mask).astype(np.float32)

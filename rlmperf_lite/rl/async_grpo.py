@@ -40,7 +40,7 @@ import numpy as np
 
 from ..checks import check_choice, check_int, check_number
 from ..nn import (COUNTER, AdamW, clip_grad_norm, token_logps)
-from ..tasks import AdditionTask
+from ..tasks import AdditionTask, Task
 from .common import (RLResult, blas_limits, check_diverged, check_loop_args, end_step,
                      flops_since, lr_factor, step_range)
 from .grpo import GRPOConfig, accumulate_grads, init_run, sample_and_score, step_advantages
@@ -145,7 +145,7 @@ def objective_inputs(objective: str, advantages, behav_per_token_logps, prox_per
 
 
 def train_async_grpo(config: AsyncGRPOConfig = AsyncGRPOConfig(), *,
-                     task: AdditionTask | None = None, progress: bool = False, on_step=None,
+                     task: Task | None = None, progress: bool = False, on_step=None,
                      eval_every: int = 0, base_params: dict | None = None) -> RLResult:
     """Warm-start then asynchronous GRPO with staleness ``config.staleness``; arguments and
     result as :func:`rlmperf_lite.rl.train_grpo`. At staleness 0 (and one minibatch) every
@@ -161,10 +161,12 @@ def train_async_grpo(config: AsyncGRPOConfig = AsyncGRPOConfig(), *,
     Raises:
         ValueError: naming the argument — ``config`` not an :class:`AsyncGRPOConfig`, ``task``
             not an AdditionTask, a bad ``eval_every``, ``on_step`` not callable, ``progress``
-            not a bool, ``base_params`` that do not fit ``config.model``, or a run that diverged
-            (the step and the lr named).
+            not a bool, ``base_params`` that do not fit ``config.model``, a rollout-engine or
+            correction field off its default (only :func:`~rlmperf_lite.rl.train_grpo` runs
+            them), or a run that diverged (the step and the lr named).
     """
     check_loop_args(config, AsyncGRPOConfig, task, progress, on_step, eval_every, None)
+    config.check_train_grpo_only("train_async_grpo")
     # a diverging run overflows inside numpy before check_diverged names the cause (the lr)
     with blas_limits(config), np.errstate(over="ignore", invalid="ignore"):
         return _train(config, task or AdditionTask(), progress, on_step, eval_every, base_params)

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..checks import check_bool, check_choice, check_int, check_number
+from ..checks import check_bool, check_choice, check_int, check_number, progress_bar
 from ..nn import COUNTER, TinyLMConfig
-from ..tasks import AdditionTask
+from ..tasks import Task
 from .evaluate import evaluate
 from .losses import AGG_MODES
 
@@ -145,7 +145,7 @@ def lr_factor(step: int, c: RLConfig) -> float:
     return 1.0
 
 
-def check_fits_task(c: RLConfig, task: AdditionTask) -> None:
+def check_fits_task(c: RLConfig, task: Task) -> None:
     """Raise ValueError if the config cannot solve ``task`` (vocabulary, answer length, context)."""
     name, cfg = type(c).__name__, c.model
     if cfg.vocab_size != task.vocab_size:
@@ -174,14 +174,15 @@ def check_loop_args(config, config_cls: type, task, progress, on_step, eval_ever
                     stop_at_accuracy) -> None:
     """Validate what a training loop is given: ``config`` an instance of ``config_cls`` (a
     PPOConfig handed to train_grpo is refused by name, not with an AttributeError), ``task``
-    None or an AdditionTask, ``progress`` a bool, ``on_step`` None or a callable, and the
-    run-control arguments of ``check_run_args``."""
+    None or a :class:`~rlmperf_lite.tasks.Task` (AdditionTask, CoTTask), ``progress`` a bool,
+    ``on_step`` None or a callable, and the run-control arguments of ``check_run_args``."""
     if not isinstance(config, config_cls):
         name = config_cls.__name__
         raise ValueError(f"config must be {'an' if name[0] in 'AEIOU' else 'a'} {name}, got "
                          f"{type(config).__name__}; build one with {name}(...)")
-    if task is not None and not isinstance(task, AdditionTask):
-        raise ValueError(f"task must be None or an AdditionTask, got {type(task).__name__}")
+    if task is not None and not isinstance(task, Task):
+        raise ValueError(f"task must be None or an AdditionTask or CoTTask (a "
+                         f"rlmperf_lite.tasks.Task), got {type(task).__name__}")
     check_bool("progress", progress)
     if on_step is not None and not callable(on_step):
         raise ValueError(f"on_step must be None or a callable taking the step's metrics, got "
@@ -207,12 +208,9 @@ def blas_limits(c: RLConfig):
 
 
 def step_range(c: RLConfig, desc: str, progress: bool):
-    """``range(c.steps)``, wrapped in a text tqdm bar when ``progress`` (a text bar, unlike the
-    notebook widget, also shows in a notebook saved to HTML)."""
-    if not progress:
-        return range(c.steps)
-    from tqdm import tqdm
-    return tqdm(range(c.steps), desc=desc, unit="step", mininterval=1.0, ascii=True)
+    """``range(c.steps)``, wrapped in a text tqdm bar when ``progress``
+    (:func:`~rlmperf_lite.checks.progress_bar`)."""
+    return progress_bar(range(c.steps), progress, desc=desc, unit="step")
 
 
 def flops_since(before: dict) -> dict:
@@ -221,7 +219,7 @@ def flops_since(before: dict) -> dict:
             if v != before.get(k, 0.0)}
 
 
-def end_step(row: dict, *, step: int, c: RLConfig, params: dict, task: AdditionTask,
+def end_step(row: dict, *, step: int, c: RLConfig, params: dict, task: Task,
              result: RLResult, steps, on_step, eval_every: int, stop_at_accuracy) -> bool:
     """Bookkeeping shared by the loops after a step: optional held-out evaluation, history,
     progress bar, callback. Returns True when training should stop (accuracy reached)."""

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import check_bool, check_choice, check_int, check_number
-from ..nn import (COUNTER, AdamW, clip_grad_norm, copy_params, generate, logps_backward,
-                  logps_forward, token_entropy, token_logps)
+from ..nn import (COUNTER, AdamW, TinyLMConfig, clip_grad_norm, copy_params, generate,
+                  logps_backward, logps_forward, token_entropy, token_logps)
 from ..nn.engine import ENGINE_DTYPES, EngineConfig
-from ..tasks import AdditionTask
+from ..tasks import COT_DEFAULTS, AdditionTask, Task
 from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages,
                          reinforce_pp_baseline_advantages, rloo_advantages)
 from .common import (MAX_SAMPLES, RLConfig, RLResult, blas_limits, check_diverged,
                      check_fits_task, check_loop_args, end_step, flops_since, lr_factor,
                      step_range)
-from .losses import (KL_KINDS, grpo_loss, grpo_loss_grad, kl_estimate, loss_norms,
+from .losses import (KL_ESTIMATORS, grpo_loss, grpo_loss_grad, kl_estimate, loss_norms,
                      overlong_penalty)
 from .mismatch import (ROLLOUT_IS_LEVELS, ROLLOUT_RS_LEVELS, mismatch_metrics,
                        rollout_is_weights, rollout_rs_mask)
@@ -46,12 +46,17 @@ class GRPOConfig(RLConfig):
     advantage_estimator: str = "grpo"
     """``"grpo"`` (group baseline), ``"rloo"`` (leave-one-out), ``"reinforce_pp"``
     (REINFORCE++: batch-normalised returns, KL in the reward) or ``"reinforce_pp_baseline"``
-    (group-mean baseline, then batch normalisation; KL in the loss)."""
+    (group mean subtracted, then whitened over the batch's tokens, KL in the loss)."""
     adv_scale: str = "group"
     """For "grpo", divide by the group's std (``"group"``), the batch's (``"batch"``) or not at
     all (``"none"``, Dr. GRPO)."""
     clip_eps_high: float | None = None
     """Upper clip range; None = ``clip_eps`` (DAPO's clip-higher sets it above)."""
+    clip_ratio_c: float | None = None
+    """Dual clip (verl's ``clip_ratio_c``, 3.0 there): the loss of a token with a negative
+    advantage is capped at ``clip_ratio_c`` times abs(A); None = off."""
+    kl_estimator: str = "k3"
+    """The per-token estimator of the KL term in the loss, one of ``KL_ESTIMATORS``."""
     dynamic_sampling: bool = False
     """DAPO drops groups whose rewards are all equal and samples more prompts to refill the
     batch."""
@@ -61,12 +66,6 @@ class GRPOConfig(RLConfig):
     """DAPO soft overlong punishment over the last this-many tokens of the budget (0 = off)."""
     micro_batch_size: int | None = None
     """Sequences per forward/backward (gradient accumulation); None = the whole batch at once."""
-    clip_ratio_c: float | None = None
-    """Dual-clip bound (> 1) on the ratio of tokens with negative advantages (verl's
-    ``clip_ratio_c``, 3.0 there); None = off."""
-    kl_loss_type: str = "k3"
-    """The KL estimator of the loss's penalty, ``"k1"``, ``"k2"``, ``"k3"`` or ``"abs"`` (verl's
-    ``kl_loss_type`` ``kl``, ``mse``, ``low_var_kl``, ``abs``)."""
     rollout_dtype: str = "float32"
     """Numerics of the rollout engine, ``"float32"`` (the trainer's), ``"bfloat16"`` or
     ``"float16"`` (see :class:`~rlmperf_lite.nn.EngineConfig`)."""
@@ -97,6 +96,7 @@ class GRPOConfig(RLConfig):
         "dapo": {"clip_eps_high": 0.28, "dynamic_sampling": True, "overlong_buffer_len": 1},
         "rloo": {"advantage_estimator": "rloo"},
         "reinforce_pp": {"advantage_estimator": "reinforce_pp", "kl_coef": 0.01},
+        "reinforce_pp_baseline": {"advantage_estimator": "reinforce_pp_baseline"},
     }
 
     @classmethod
@@ -105,6 +105,13 @@ class GRPOConfig(RLConfig):
         if name not in cls.VARIANTS:
             raise ValueError(f"variant must be one of {sorted(cls.VARIANTS)}, got {name!r}")
         return cls(**{**cls.VARIANTS[name], **overrides})
+
+    @classmethod
+    def for_cot(cls, **overrides) -> GRPOConfig:
+        """The config of the chain-of-thought design (:class:`~rlmperf_lite.tasks.CoTTask`):
+        ``COT_DEFAULTS``' grpo fields and model shape, with overrides."""
+        fields = {**COT_DEFAULTS["grpo"], "model": TinyLMConfig(**COT_DEFAULTS["model"])}
+        return cls(**{**fields, **overrides})
 
     def __post_init__(self):
         super().__post_init__()
@@ -121,6 +128,9 @@ class GRPOConfig(RLConfig):
         if self.clip_eps_high is not None:
             check_number("GRPOConfig.clip_eps_high", self.clip_eps_high, low=0, high=10,
                          low_open=True, high_open=True)
+        if self.clip_ratio_c is not None:        # verl asserts > 1 (a cap below 1 bites first)
+            check_number("GRPOConfig.clip_ratio_c", self.clip_ratio_c, low=1, low_open=True)
+        check_choice("GRPOConfig.kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         check_bool("GRPOConfig.dynamic_sampling", self.dynamic_sampling)
         check_int("GRPOConfig.micro_batch_size", self.micro_batch_size, 1, optional=True)
         check_int("GRPOConfig.max_resample_rounds", self.max_resample_rounds, 0)
@@ -131,10 +141,7 @@ class GRPOConfig(RLConfig):
         self._check_correction()
 
     def _check_correction(self):
-        """The checks of the engine, dual-clip, KL-estimator and rollout-correction fields."""
-        if self.clip_ratio_c is not None:
-            check_number("GRPOConfig.clip_ratio_c", self.clip_ratio_c, low=1, low_open=True)
-        check_choice("GRPOConfig.kl_loss_type", self.kl_loss_type, KL_KINDS)
+        """The checks of the engine and rollout-correction fields."""
         check_choice("GRPOConfig.rollout_dtype", self.rollout_dtype, ENGINE_DTYPES)
         check_int("GRPOConfig.top_k", self.top_k, 1, optional=True)
         if self.top_p is not None:
@@ -152,6 +159,21 @@ class GRPOConfig(RLConfig):
             raise ValueError("GRPOConfig.rollout_is and rollout_rs weigh the engine's samples by "
                              "the trainer's old log-probs: set bypass_mode=False to compute them")
 
+    def check_train_grpo_only(self, loop: str) -> None:
+        """Refuse, in a loop that does not honour them, the rollout-engine and correction
+        fields (``CORRECTION_FIELDS``) left off their defaults.
+
+        Raises:
+            ValueError: naming the first such field and ``loop``, and saying that
+                :func:`train_grpo` supports it.
+        """
+        for name in CORRECTION_FIELDS:
+            value, default = getattr(self, name), GRPOConfig.__dataclass_fields__[name].default
+            if value != default:
+                raise ValueError(f"GRPOConfig.{name}={value!r} is not supported by {loop}: only "
+                                 f"train_grpo runs the rollout engine and its corrections; leave "
+                                 f"{name} at {default!r} or train with train_grpo")
+
     @property
     def engine(self) -> EngineConfig | None:
         """The rollout engine of ``rollout_dtype``, ``top_k`` and ``top_p``; None when it
@@ -161,10 +183,13 @@ class GRPOConfig(RLConfig):
         return EngineConfig(dtype=self.rollout_dtype, top_k=self.top_k, top_p=self.top_p)
 
 
+CORRECTION_FIELDS = ("rollout_dtype", "top_k", "top_p", "bypass_mode", "rollout_is", "rollout_rs")
+"""The GRPOConfig fields only :func:`train_grpo` honours (the other loops refuse them)."""
+
 GRPOResult = RLResult
 
 
-def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: AdditionTask | None = None,
+def train_grpo(config: GRPOConfig = GRPOConfig(), *, task: Task | None = None,
                progress: bool = False, on_step=None, eval_every: int = 0,
                stop_at_accuracy: float | None = None,
                base_params: dict | None = None) -> GRPOResult:
@@ -244,8 +269,9 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
 
 def step_advantages(c: GRPOConfig, rewards, mask, old_logps, ref_logps) -> np.ndarray:
     """The advantages of ``c.advantage_estimator``: (B*G,) for "grpo" and "rloo", (B*G, R) for
-    REINFORCE++ (KL to the reference in the reward: k1 of ``old_logps`` against
-    ``ref_logps``, both (B*G, R), when ``c.kl_coef`` > 0). Shared by every GRPO loop."""
+    "reinforce_pp_baseline" and REINFORCE++ (KL to the reference in the reward: k1 of
+    ``old_logps`` against ``ref_logps``, both (B*G, R), when ``c.kl_coef`` > 0). Shared by every
+    GRPO loop."""
     if c.advantage_estimator == "grpo":
         return grpo_advantages(rewards, c.group_size, scale=c.adv_scale)
     if c.advantage_estimator == "rloo":

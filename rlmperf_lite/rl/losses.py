@@ -1,4 +1,4 @@
-"""The PPO-clipped policy loss (with verl's dual clip), the KL estimators and loss aggregation,
+"""The PPO-clipped policy loss (optionally dual-clipped), the KL estimators and loss aggregation,
 with their gradients.
 
 Book section :ref:`sec-grpo`. numpy has no autograd, so each loss has a ``*_grad`` twin giving the
@@ -13,16 +13,15 @@ from ..checks import check_choice, check_number, check_real_array
 from .inputs import check_completion_mask, check_fits_float32, check_per_token_array
 
 __all__ = ["policy_loss", "policy_loss_grad", "kl_estimate", "kl_estimate_grad",
-           "aggregate_weights", "aggregate_loss", "value_loss", "value_loss_grad",
-           "overlong_penalty", "AGG_MODES", "KL_KINDS", "loss_norms", "grpo_loss",
-           "grpo_loss_grad"]
+           "KL_ESTIMATORS", "aggregate_weights", "aggregate_loss", "value_loss", "value_loss_grad",
+           "overlong_penalty", "AGG_MODES", "loss_norms", "grpo_loss", "grpo_loss_grad"]
 
 
 def _loss_inputs(per_token_logps, old_per_token_logps, advantages, completion_mask,
                  clip_eps_low, clip_eps_high, clip_ratio_c=None):
     check_number("clip_eps_low", clip_eps_low, low=0, high=1)
     check_number("clip_eps_high", clip_eps_high, low=0)
-    if clip_ratio_c is not None:                # a bound below 1 + clip_eps_high would bind at r = 1
+    if clip_ratio_c is not None:               # verl asserts > 1: a cap below 1 + eps bites first
         check_number("clip_ratio_c", clip_ratio_c, low=1, low_open=True)
     logps = check_per_token_array("per_token_logps", per_token_logps)
     old = check_per_token_array("old_per_token_logps", old_per_token_logps, logps.shape)
@@ -65,26 +64,28 @@ def policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mas
 
     ``ratio = exp(logp - old_logp)``;
     ``loss_t = -min(ratio * A, clip(ratio, 1 - clip_eps_low, 1 + clip_eps_high) * A)``.
-    With ``clip_ratio_c`` (dual clip, Ye et al. 2020, arXiv 1912.09729, Eq. 5; verl's
-    ``actor.clip_ratio_c``, default 3.0 there, off here), a token with A < 0 loses at most
-    ``-clip_ratio_c * A``: ``loss_t = min(loss_t, -clip_ratio_c * A)``, so a huge ratio on a bad
-    token cannot blow up the update.
+    With ``clip_ratio_c`` = c (dual clip, Ye et al. 2020, arXiv 1912.09729, Eq. 5), a token with
+    A < 0 has its loss capped at ``-c * A`` = c abs(A): ``loss_t = min(loss_t, -c * A)``, so a
+    huge ratio on a bad token cannot blow up the step. As verl's ``compute_policy_loss_vanilla``
+    (volcengine/verl ``verl/trainer/ppo/core_algos.py`` at commit 012be9d9;
+    ``clip_ratio_c`` default 3.0 there, off here).
 
     Args:
         per_token_logps, old_per_token_logps: (B*G, R) current and behaviour log-probs.
         advantages: (B*G,) one per completion, or (B*G, R) per token.
         completion_mask: (B*G, R), 1 for real completion tokens.
+        clip_ratio_c: None (off) or a number > 1.
     Returns:
         per_token_loss (B*G, R) (0 where masked) and metrics ``approx_kl`` (k3 of old vs new,
         as in cleanrl's ppo.py), ``clipfrac`` (share of tokens whose clipped branch is active),
         ``ratio_mean``, ``ratio_max``, all means over unmasked tokens; with ``clip_ratio_c``
-        also ``clipfrac_lower`` (share of tokens where the dual clip binds; verl's
-        ``actor/pg_clipfrac_lower``).
+        also ``clipfrac_lower`` (verl's ``pg_clipfrac_lower``: share of tokens with A < 0 whose
+        loss the cap lowered).
     Raises:
         ValueError: naming the argument, for mismatched shapes, non-finite values, a mask
             that is not 0/1, ``clip_eps_low`` outside [0, 1] or ``clip_eps_high`` negative or
-            non-finite, ``clip_ratio_c`` not a number > 1, or a loss that overflows (a huge
-            log-ratio). Float16 log-probs are upcast to float32 (exp(12) overflows float16).
+            non-finite, ``clip_ratio_c`` not a finite number > 1, or a loss that overflows (a
+            huge log-ratio). Float16 log-probs are upcast to float32 (exp(12) overflows float16).
     """
     logps, old, adv, mask, log_ratio = _loss_inputs(
         per_token_logps, old_per_token_logps, advantages, completion_mask, clip_eps_low,
@@ -94,9 +95,6 @@ def policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mas
         surr1 = ratio * adv
         surr2 = np.clip(ratio, 1 - clip_eps_low, 1 + clip_eps_high) * adv
         per_token_loss = -np.minimum(surr1, surr2) * mask
-        if clip_ratio_c is not None:
-            lower = (adv < 0) & (per_token_loss > -clip_ratio_c * adv)          # dual clip binds
-            per_token_loss = np.where(lower, -clip_ratio_c * adv, per_token_loss) * mask
         n = max(float(mask.sum()), 1.0)
         metrics = {
             "approx_kl": float((((ratio - 1) - log_ratio) * mask).sum() / n),
@@ -105,7 +103,9 @@ def policy_loss(per_token_logps, old_per_token_logps, advantages, completion_mas
             "ratio_max": float(np.where(mask > 0, ratio, -np.inf).max(initial=1.0)),
         }
         if clip_ratio_c is not None:
-            metrics["clipfrac_lower"] = float((lower * mask).sum() / n)
+            capped = (adv < 0) & (per_token_loss > -clip_ratio_c * adv)     # (B*G, R)
+            per_token_loss = np.where(capped, -clip_ratio_c * adv, per_token_loss) * mask
+            metrics["clipfrac_lower"] = float((capped * mask).sum() / n)
     _check_loss("policy_loss", [per_token_loss.sum(), *metrics.values()], log_ratio, adv)
     return per_token_loss, metrics
 
@@ -114,23 +114,28 @@ def policy_loss_grad(per_token_logps, old_per_token_logps, advantages, completio
                      clip_eps_low: float = 0.2, clip_eps_high: float = 0.2,
                      clip_ratio_c: float | None = None) -> np.ndarray:
     """d per_token_loss / d per_token_logps, (B*G, R): ``-A * ratio`` where the unclipped branch
-    is the minimum, 0 where the clipped (constant) branch is, and 0 where the dual clip
-    (``clip_ratio_c``, constant) binds. Errors as :func:`policy_loss`."""
+    is the minimum, 0 where the clipped or the dual-clip cap (constant) is. Errors as
+    :func:`policy_loss`."""
     logps, old, adv, mask, log_ratio = _loss_inputs(
         per_token_logps, old_per_token_logps, advantages, completion_mask, clip_eps_low,
         clip_eps_high, clip_ratio_c)
     with np.errstate(over="ignore", invalid="ignore"):
         ratio = np.exp(log_ratio)
-        unclipped = ratio * adv <= np.clip(ratio, 1 - clip_eps_low, 1 + clip_eps_high) * adv
-        if clip_ratio_c is not None:    # the unclipped branch's loss -r A above -c A: constant
-            unclipped &= ~((adv < 0) & (-ratio * adv > -clip_ratio_c * adv))
+        clipped = np.clip(ratio, 1 - clip_eps_low, 1 + clip_eps_high) * adv
+        unclipped = ratio * adv <= clipped
+        if clip_ratio_c is not None:                   # the cap -c A is constant in logp
+            unclipped &= ~((adv < 0) & (-np.minimum(ratio * adv, clipped) > -clip_ratio_c * adv))
         grad = -adv * np.where(unclipped, ratio, 0) * mask
     _check_loss("policy_loss_grad", grad, log_ratio, adv)
     return grad
 
 
+KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
+"""The per-token KL estimators :func:`kl_estimate` knows, by verl's names (``kl_penalty``)."""
+
+
 def _kl_inputs(per_token_logps, ref_per_token_logps, kind):
-    check_choice("kind", kind, KL_KINDS)
+    check_choice("kind", kind, KL_ESTIMATORS)
     logps = check_per_token_array("per_token_logps", per_token_logps)
     logps = logps.astype(np.result_type(logps.dtype, np.float32), copy=False)   # as policy_loss
     ref = check_per_token_array("ref_per_token_logps", ref_per_token_logps, logps.shape)
@@ -146,14 +151,12 @@ def _check_kl(name, x, d):
     return x
 
 
-KL_KINDS = ("k1", "k2", "k3", "abs")
-
-
 def kl_estimate(per_token_logps, ref_per_token_logps, kind: str = "k3") -> np.ndarray:
     """Per-token estimate of KL(pi || pi_ref) from samples of pi (Schulman 2020, "Approximating
-    KL divergence"): with ``d = ref_logp - logp``, k1 = -d, k2 = d^2 / 2, k3 = exp(d) - d - 1
-    (the one GRPO uses, DeepSeekMath Eq. 4), and abs = |d| (verl's ``kl_loss_type="abs"``; a
-    penalty, not an unbiased estimate). Shapes (B*G, R); ValueError naming the argument for
+    KL divergence"): with ``d = ref_logp - logp`` (log r, r = pi_ref / pi), k1 = -d,
+    k2 = d^2 / 2, k3 = exp(d) - d - 1 (the one GRPO uses, DeepSeekMath Eq. 4), and abs = abs(d)
+    (verl's ``kl_penalty="abs"``, core_algos.py at commit 012be9d9; biased, an L1 distance of the
+    log-probs, not an unbiased KL). Shapes (B*G, R); ValueError naming the argument for
     mismatched shapes, non-finite values, an unknown ``kind`` or an estimate that overflows."""
     d = _kl_inputs(per_token_logps, ref_per_token_logps, kind)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -163,8 +166,8 @@ def kl_estimate(per_token_logps, ref_per_token_logps, kind: str = "k3") -> np.nd
 
 
 def kl_estimate_grad(per_token_logps, ref_per_token_logps, kind: str = "k3") -> np.ndarray:
-    """d kl_estimate / d per_token_logps, (B*G, R) (abs: -sign(d), 0 at d = 0); errors as
-    :func:`kl_estimate`."""
+    """d kl_estimate / d per_token_logps, (B*G, R); for "abs" ``-sign(d)`` (0 at d = 0, the
+    subgradient torch's ``abs`` backward takes); errors as :func:`kl_estimate`."""
     d = _kl_inputs(per_token_logps, ref_per_token_logps, kind)
     with np.errstate(over="ignore", invalid="ignore"):
         grad = {"k1": lambda: np.ones_like(d), "k2": lambda: -d, "k3": lambda: 1 - np.exp(d),
@@ -332,12 +335,13 @@ def grpo_loss(per_token_logps, old_per_token_logps, advantages, completion_mask,
 
     Shao et al. 2024, Eq. 3, with the aggregation weights w of ``config.loss_agg_mode`` and the
     whole batch's ``norms`` (:func:`loss_norms`), so micro-batches' and ranks' terms add up to the
-    batch's loss; KL of ``config.kl_loss_type`` (:func:`kl_estimate`), the dual clip of
-    ``config.clip_ratio_c``, and rho the engine-to-trainer importance weights (rows, R) when
-    given (:func:`rlmperf_lite.rl.rollout_is_weights`; on the surrogate only, as verl). Arrays
-    (rows, R); advantages (rows,) or (rows, R); ``config`` a
-    :class:`~rlmperf_lite.rl.GRPOConfig`. Returns (loss, metrics): ``approx_kl``, ``clipfrac``,
-    ... of :func:`policy_loss`, plus ``kl_ref`` with a reference. Raises ValueError on bad shapes.
+    batch's loss. The KL estimator is ``config.kl_estimator`` (k3 by default) and the dual clip
+    ``config.clip_ratio_c`` (off by default); rho, when given, are the engine-to-trainer
+    importance weights (rows, R) of :func:`rlmperf_lite.rl.rollout_is_weights`, on the surrogate
+    only (as verl). Arrays (rows, R); advantages (rows,) or
+    (rows, R); ``config`` a :class:`~rlmperf_lite.rl.GRPOConfig`. Returns (loss, metrics):
+    ``approx_kl``, ``clipfrac``, ... of :func:`policy_loss`, plus ``kl_ref`` with a reference.
+    Raises ValueError on bad shapes.
     """
     c, mask = config, completion_mask
     per_token_loss, metrics = policy_loss(per_token_logps, old_per_token_logps, advantages,
@@ -348,7 +352,7 @@ def grpo_loss(per_token_logps, old_per_token_logps, advantages, completion_mask,
         per_token_loss = per_token_loss * check_per_token_array(
             "rollout_is_weights", rollout_is_weights, per_token_loss.shape)
     if ref_per_token_logps is not None:                       # the KL term is in the loss
-        kl = kl_estimate(per_token_logps, ref_per_token_logps, c.kl_loss_type) * mask
+        kl = kl_estimate(per_token_logps, ref_per_token_logps, c.kl_estimator) * mask
         per_token_loss = per_token_loss + c.kl_coef * kl
         metrics["kl_ref"] = float(kl.sum() / max(mask.sum(), 1.0))
     weights = aggregate_weights(mask, c.loss_agg_mode, **norms)
@@ -369,6 +373,6 @@ def grpo_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_
         dloss = dloss * check_per_token_array("rollout_is_weights", rollout_is_weights,
                                               dloss.shape)
     if ref_per_token_logps is not None:
-        dloss = dloss + c.kl_coef * kl_estimate_grad(per_token_logps, ref_per_token_logps,
-                                                     c.kl_loss_type) * completion_mask
+        dloss = dloss + c.kl_coef * kl_estimate_grad(
+            per_token_logps, ref_per_token_logps, c.kl_estimator) * completion_mask
     return aggregate_weights(completion_mask, c.loss_agg_mode, **norms) * dloss

@@ -20,7 +20,7 @@ import numpy as np
 from ..checks import check_bool, check_choice, check_int, check_number
 from ..nn import (COUNTER, AdamW, clip_grad_norm, generate, init_value_params, logps_backward,
                   logps_forward, token_entropy, token_logps, values_backward, values_forward)
-from ..tasks import AdditionTask
+from ..tasks import AdditionTask, Task
 from .common import (RLConfig, RLResult, blas_limits, check_diverged, check_fits_task,
                      check_loop_args, end_step, flops_since, lr_factor, step_range, timed)
 from .gae import gae
@@ -80,7 +80,7 @@ def _mean(values) -> float | None:
     return float(np.mean(finite)) if finite else None
 
 
-def train_ppo(config: PPOConfig = PPOConfig(), *, task: AdditionTask | None = None,
+def train_ppo(config: PPOConfig = PPOConfig(), *, task: Task | None = None,
               progress: bool = False, on_step=None, eval_every: int = 0,
               stop_at_accuracy: float | None = None) -> RLResult:
     """Warm-start then PPO; same arguments and result as :func:`rlmperf_lite.rl.train_grpo`.

@@ -13,19 +13,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..nn import AdamW, TinyLMConfig, clip_grad_norm, init_params, logps_backward, logps_forward
-from ..tasks import AdditionTask
-from .evaluate import evaluate
+from ..tasks import Task
+from .evaluate import forced_accuracy
 
 __all__ = ["warm_start"]
 
 
-def warm_start(cfg: TinyLMConfig, task: AdditionTask, rng: np.random.Generator, *,
+def warm_start(cfg: TinyLMConfig, task: Task, rng: np.random.Generator, *,
                max_steps: int = 400, target_accuracy: float = 0.3, check_every: int = 10,
                batch_size: int = 64, lr: float = 3e-3,
                max_grad_norm: float = 1.0) -> tuple[dict, list[float]]:
-    """Random init, then AdamW steps of answer-token cross-entropy on the warm-start split,
-    stopped early once greedy accuracy on the warm-start pairs reaches ``target_accuracy``
-    (checked every ``check_every`` steps) or after ``max_steps``.
+    """Random init, then AdamW steps of answer-token cross-entropy on the task's warm-start
+    batches (``task.warmstart_batch``), stopped early once the task's stop rule reaches
+    ``target_accuracy`` (checked every ``check_every`` steps) or after ``max_steps``. The stop
+    rule is the worst greedy accuracy over ``task.warmstart_checks()`` (addition: accuracy on
+    the warm-start pairs; CoT: the worst k's accuracy with the chain forced).
 
     The stopping rule fixes the base model's quality rather than its step count, so every seed
     starts RL from a comparable policy (how often learning has "clicked" after a fixed number of
@@ -47,13 +49,14 @@ def warm_start(cfg: TinyLMConfig, task: AdditionTask, rng: np.random.Generator, 
         raise ValueError(f"warm-start batch_size must be >= 1, got {batch_size!r}")
     params = init_params(cfg, rng)
     opt = AdamW(params, lr=lr)
-    pool = task.pairs("warmstart")
+    checks = task.warmstart_checks()
     losses = []
     for step in range(steps):
-        if step % check_every == 0 and step and \
-                evaluate(params, cfg, task, "warmstart") >= target_accuracy:
+        if step % check_every == 0 and step and min(
+                forced_accuracy(params, cfg, task, problems, prefix)
+                for problems, prefix in checks) >= target_accuracy:
             break
-        tokens, loss_mask = task.sft_batch(pool[rng.integers(0, len(pool), size=batch_size)])
+        tokens, loss_mask = task.warmstart_batch(rng, batch_size)
         logps, cache = logps_forward(params, tokens, cfg)                    # (n, T-1)
         n_tok = float(loss_mask.sum())
         losses.append(float(-(logps * loss_mask).sum() / n_tok))

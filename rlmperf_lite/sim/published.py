@@ -21,9 +21,7 @@ from importlib import resources
 
 import numpy as np
 
-from tqdm import tqdm
-
-from ..checks import check_bool, check_efficiency, check_int
+from ..checks import check_efficiency, check_int, progress_bar
 from ..cost import (VERL_SYNC_ROWS, calibrate_weight_sync, resolve_hardware, resolve_model,
                     verl_sync_model_s)
 from .frameworks import NEMO_RL_PERF_V04
@@ -367,7 +365,6 @@ def published_runs_table(runs: dict | None = None, *, train_efficiency: float = 
         ValueError: naming a bad efficiency, ``sim_steps`` or ``progress``.
     """
     runs = PUBLISHED_RUNS if runs is None else runs
-    check_bool("progress", progress)
     check_efficiency("train_efficiency", train_efficiency)
     check_efficiency("decode_efficiency", decode_efficiency)
     check_int("sim_steps", sim_steps, 2, optional=True)
@@ -378,8 +375,7 @@ def published_runs_table(runs: dict | None = None, *, train_efficiency: float = 
         held_out[(r["model"], False)] = r["held_out"]
         held_out[(r["model"], True)] = r["held_out_checkpoint_engine"]
     rows = []
-    for row in tqdm(runs["rows"], desc="published runs", unit="run", ascii=True,
-                    mininterval=1.0, disable=not progress):      # a text bar: it shows in HTML too
+    for row in progress_bar(runs["rows"], progress, desc="published runs", unit="run"):
         try:
             rows.append(_step_row(row, runs["sources"], settings) if row["kind"] == "step"
                         else _sync_row(row, runs["sources"], held_out))

@@ -16,9 +16,7 @@ simulator is asked for the shape — a fall, then a flat — not the seconds.
 """
 from __future__ import annotations
 
-from tqdm import tqdm
-
-from ..checks import check_bool
+from ..checks import progress_bar
 from .from_cost import system_from_cost
 from .workload import Workload
 
@@ -84,11 +82,9 @@ def reproduce_verl_staleness_ablation(stalenesses=(0.0, 0.1, 0.3, 0.5),
         ValueError: ``progress`` not a bool.
     """
     from . import simulate, steady_steps
-    check_bool("progress", progress)
     wl = workload or verl_ablation_workload()
     rows = []
-    for s in tqdm((None, *stalenesses), desc="staleness runs", unit="run", ascii=True,
-                  mininterval=1.0, disable=not progress):
+    for s in progress_bar((None, *stalenesses), progress, desc="staleness runs", unit="run"):
         system = verl_ablation_system(s, wl)
         r = simulate(system, wl, steady_steps(system) if steps is None else steps)
         u = r.utilisation()

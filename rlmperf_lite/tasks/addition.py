@@ -81,6 +81,32 @@ class AdditionTask:
         check_choice("split", split, sorted(self._split))
         return self._split[split]
 
+    def problems(self, split: str) -> np.ndarray:
+        """The same as :meth:`pairs` (the name every task shares, :class:`~rlmperf_lite.tasks.Task`)."""
+        return self.pairs(split)
+
+    @property
+    def eval_max_new_tokens(self) -> int:
+        """The tokens evaluation decodes, the longest answer (4) plus 1."""
+        return self.max_answer_len + 1
+
+    def warmstart_batch(self, rng: np.random.Generator, batch_size: int):
+        """A warm-start batch: ``batch_size`` pairs drawn with replacement from the warm-start
+        split -> :meth:`sft_batch`'s (tokens, loss_mask)."""
+        pool = self.pairs("warmstart")
+        return self.sft_batch(pool[rng.integers(0, len(pool), size=batch_size)])
+
+    def warmstart_checks(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The warm-start's stop rule: greedy accuracy on the warm-start pairs, with no forced
+        prefix (one (problems, prefix) entry)."""
+        pairs = self.pairs("warmstart")
+        return [(pairs, np.zeros((len(pairs), 0), dtype=np.int64))]
+
+    @staticmethod
+    def uses_chain(completions) -> np.ndarray:
+        """(N,) all False: addition has no chain-of-thought form."""
+        return np.zeros(len(np.asarray(completions)), dtype=bool)
+
     def encode_prompts(self, pairs) -> np.ndarray:
         """pairs (n, 2) in 0..99 -> prompt ids (n, 6): ``a1 a0 + b1 b0 =``."""
         pairs = self._check_pairs(pairs)
