@@ -55,7 +55,8 @@ def run_config(config, mode: str) -> AsyncGRPOConfig:
 
     Raises:
         ValueError: naming ``mode``, ``config``, ``config.staleness`` or
-            ``config.dynamic_sampling`` (DAPO's resampling is not supported on Ray).
+            ``config.dynamic_sampling`` (DAPO's resampling is not supported on Ray), or a
+            rollout-engine or correction field (see ``GRPOConfig.check_train_grpo_only``).
     """
     check_choice("mode", mode, MODES)
     if not isinstance(config, GRPOConfig):
@@ -64,6 +65,7 @@ def run_config(config, mode: str) -> AsyncGRPOConfig:
     if config.dynamic_sampling:
         raise ValueError("config.dynamic_sampling (DAPO's resampling) is not supported on Ray "
                          "yet; set it to False")
+    config.check_train_grpo_only("train_ray")
     if not isinstance(config, AsyncGRPOConfig):
         if mode == "async":
             raise ValueError("mode='async' takes its bound from config.staleness: pass an "

@@ -17,8 +17,9 @@ from .model import (
                     token_entropy,
                     token_logps,
 )
+from .engine import ENGINE_DTYPES, EngineConfig, round_bf16, round_fp16, truncate_logps
 from .optim import AdamW, clip_grad_norm
-from .sampling import (BatchingStats, Rollout, generate, generate_continuous,
+from .sampling import (BatchingStats, Rollout, engine_logprobs, generate, generate_continuous,
                        static_batching_stats)
 from .value import init_value_params, values_backward, values_forward
 
@@ -27,4 +28,5 @@ __all__ = ["TinyLMConfig", "COUNTER", "FlopCounter", "mm", "init_params", "forwa
            "logps_forward", "logps_backward", "token_logps", "token_entropy", "check_tokens",
            "copy_params", "AdamW", "clip_grad_norm", "Rollout", "generate", "generate_continuous",
            "BatchingStats", "static_batching_stats", "init_value_params", "values_forward",
-           "values_backward"]
+           "values_backward", "EngineConfig", "ENGINE_DTYPES", "round_bf16", "round_fp16",
+           "truncate_logps", "engine_logprobs"]

@@ -12,6 +12,11 @@ number of decode slots; a finished sequence leaves its slot and a waiting one is
 so no slot decodes padding while sequences wait. With per-sequence random streams (``seeds``, one
 per row) both samplers draw the same tokens; :class:`BatchingStats` counts the padding row-steps
 of each (:func:`static_batching_stats` for :func:`generate`).
+
+With ``engine`` (an :class:`~rlmperf_lite.nn.engine.EngineConfig`), :func:`generate` samples as a
+rollout engine with other numerics would: bf16- or fp16-rounded weights and activations, top-k /
+top-p truncation, and the engine's own log-probs of the sampled tokens (under the truncated
+distribution); :func:`engine_logprobs` scores given tokens the same way.
 """
 from __future__ import annotations
 
@@ -21,12 +26,13 @@ import numpy as np
 
 from ..checks import check_int
 from .config import TinyLMConfig
+from .engine import EngineConfig, truncate_logps
 from .flops import COUNTER, mm
 from .layers import activation_forward, rmsnorm_forward
 from .model import check_tokens, forward, log_softmax
 
 __all__ = ["Rollout", "generate", "generate_continuous", "BatchingStats",
-           "static_batching_stats"]
+           "static_batching_stats", "engine_logprobs"]
 
 
 @dataclass
@@ -45,17 +51,24 @@ class Rollout:
     """Decode forwards run (R - 1, since the first token comes from the prefill)."""
 
 
-def _decode_step(params, cfg: TinyLMConfig, tok, pos, kcache, vcache, slots=None):
+def _keep(a):
+    return a
+
+
+def _decode_step(params, cfg: TinyLMConfig, tok, pos, kcache, vcache, slots=None, cast=None):
     """tok (n,) at position ``pos`` -> logits (n, V); appends its keys/values to the caches.
 
     ``pos`` is one int for every row of the caches, or, with ``slots`` (n,) the cache rows, an
-    (n,) array of per-row positions (each row attends to its own cache length ``pos + 1``)."""
+    (n,) array of per-row positions (each row attends to its own cache length ``pos + 1``).
+    ``cast`` (an engine's rounding) rounds every product, norm, residual sum and the logits;
+    scores and softmax stay float32, as in engines' attention kernels."""
     n = tok.shape[0]
     H, Dh = cfg.num_heads, cfg.head_dim
-    x = params["wte"][tok] + params["wpe"][pos]                              # (n, D)
+    c = _keep if cast is None else cast                # None: the trainer's float32, untouched
+    x = c(params["wte"][tok] + params["wpe"][pos])                           # (n, D)
     for i in range(cfg.num_layers):
-        h, _ = rmsnorm_forward(x, params[f"h{i}.ln1"], cfg.norm_eps)
-        qkv = mm(h, params[f"h{i}.wqkv"]).reshape(n, 3, H, Dh)               # (n, 3, H, Dh)
+        h = c(rmsnorm_forward(x, params[f"h{i}.ln1"], cfg.norm_eps)[0])
+        qkv = c(mm(h, params[f"h{i}.wqkv"])).reshape(n, 3, H, Dh)            # (n, 3, H, Dh)
         if slots is None:
             kcache[i][:, :, pos] = qkv[:, 1]
             vcache[i][:, :, pos] = qkv[:, 2]
@@ -72,24 +85,30 @@ def _decode_step(params, cfg: TinyLMConfig, tok, pos, kcache, vcache, slots=None
         s -= s.max(axis=-1, keepdims=True)
         p = np.exp(s)
         p /= p.sum(axis=-1, keepdims=True)
-        y = mm(p, values).reshape(n, H * Dh)                                 # (n, D)
-        x = x + mm(y, params[f"h{i}.wo"])
-        h, _ = rmsnorm_forward(x, params[f"h{i}.ln2"], cfg.norm_eps)
-        z, _ = activation_forward(mm(h, params[f"h{i}.w_up"]), cfg.activation)
-        x = x + mm(z, params[f"h{i}.w_down"])
-    hf, _ = rmsnorm_forward(x, params["ln_f"], cfg.norm_eps)
-    return mm(hf, params["lm_head"])                                         # (n, V)
+        y = c(mm(c(p), values)).reshape(n, H * Dh)                           # (n, D)
+        x = c(x + c(mm(y, params[f"h{i}.wo"])))
+        h = c(rmsnorm_forward(x, params[f"h{i}.ln2"], cfg.norm_eps)[0])
+        z = c(activation_forward(c(mm(h, params[f"h{i}.w_up"])), cfg.activation)[0])
+        x = c(x + c(mm(z, params[f"h{i}.w_down"])))
+    hf = c(rmsnorm_forward(x, params["ln_f"], cfg.norm_eps)[0])
+    return c(mm(hf, params["lm_head"]))                                      # (n, V)
 
 
-def _sample(logits, temperature, rng):
+def _sample(logits, temperature, rng, top_k=None, top_p=None):
     """logits (n, V) -> (token ids (n,), their log-probs (n,)); greedy when temperature == 0.
 
-    ``rng`` is one Generator for the batch, or a list of n, one per row (one draw each)."""
+    ``rng`` is one Generator for the batch, or a list of n, one per row (one draw each). With
+    ``top_k`` / ``top_p`` the draw and the log-probs are those of the truncated distribution."""
+    truncated = top_k is not None or top_p is not None
     if temperature == 0:
         tok = logits.argmax(axis=-1)
         logp = log_softmax(logits)
+        if truncated:                                       # the argmax is always kept
+            logp = truncate_logps(logp, top_k, top_p)
     else:
         logp = log_softmax(logits / np.asarray(temperature, dtype=logits.dtype))
+        if truncated:
+            logp = truncate_logps(logp, top_k, top_p)
         cdf = np.cumsum(np.exp(logp), axis=-1)                               # (n, V)
         if isinstance(rng, np.random.Generator):
             u = rng.random((logits.shape[0], 1))
@@ -97,12 +116,15 @@ def _sample(logits, temperature, rng):
             u = np.array([[r.random()] for r in rng]).reshape(-1, 1)
         u = u * cdf[:, -1:]
         tok = np.minimum((cdf < u).sum(axis=-1), logits.shape[1] - 1)
+        if truncated:                        # u = 0, or rounding past the last kept token
+            tok = np.clip(tok, (cdf <= 0).sum(axis=-1), (cdf < cdf[:, -1:]).sum(axis=-1))
     return tok, np.take_along_axis(logp, tok[:, None], axis=-1)[:, 0]
 
 
 def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, eos_id: int,
              pad_id: int, group_size: int = 1, temperature: float = 1.0,
-             rng: np.random.Generator | None = None, seeds=None) -> Rollout:
+             rng: np.random.Generator | None = None, seeds=None,
+             engine: EngineConfig | None = None) -> Rollout:
     """Sample ``group_size`` completions for each of B prompts with a KV cache.
 
     Args:
@@ -114,8 +136,12 @@ def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, e
         rng: a ``np.random.Generator``; required unless ``temperature == 0`` or ``seeds``.
         seeds: None, or n ints >= 0: row r draws from its own ``np.random.default_rng(seeds[r])``,
             one draw per kept token (what makes :func:`generate_continuous` equal to this).
+        engine: None (the trainer's float32 numerics), or an :class:`EngineConfig`: its
+            rounded weights and activations and its truncation; the prompts are then prefilled
+            one position at a time through the engine's decode kernel.
     Returns:
-        :class:`Rollout` with n = B * G rows.
+        :class:`Rollout` with n = B * G rows; with ``engine``, ``per_token_logps`` are the
+        engine's (of its truncated distribution).
     Raises:
         ValueError: naming the bad argument.
     """
@@ -124,10 +150,12 @@ def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, e
     B, P = prompts.shape
     n, G, R = B * group_size, group_size, max_new_tokens
     rngs = None if seeds is None else [np.random.default_rng(int(x)) for x in seeds]
-    with COUNTER.phase("prefill"):
-        hf, cache = forward(params, prompts, cfg)                            # (B, P, D)
-        logits = np.repeat(mm(hf[:, -1], params["lm_head"]), G, axis=0)      # (n, V)
-    kcache, vcache = _kv_buffers(cache, G, P + R, params["wte"].dtype)
+    if engine is not None and not isinstance(engine, EngineConfig):
+        raise ValueError(f"engine must be None or an EngineConfig, got {engine!r}")
+    cast, top_k, top_p = None, None, None
+    if engine is not None:
+        params, cast, top_k, top_p = engine.params(params), engine.cast, engine.top_k, engine.top_p
+    logits, kcache, vcache = _prefill(params, cfg, prompts, G, P + R, cast)  # (n, V)
     out = np.full((n, R), pad_id, dtype=np.int64)
     logps = np.zeros((n, R), dtype=params["wte"].dtype)
     mask = np.zeros((n, R), dtype=np.float32)
@@ -137,16 +165,16 @@ def generate(params: dict, prompts, cfg: TinyLMConfig, *, max_new_tokens: int, e
         for j in range(R):
             live = ~finished
             if rngs is None:
-                tok, logp = _sample(logits, temperature, rng)
+                tok, logp = _sample(logits, temperature, rng, top_k, top_p)
                 tok, logp = tok[live], logp[live]
             else:                                   # only the live rows draw from their streams
                 tok, logp = _sample(logits[live], temperature,
-                                    [rngs[r] for r in np.flatnonzero(live)])
+                                    [rngs[r] for r in np.flatnonzero(live)], top_k, top_p)
             out[live, j], logps[live, j], mask[live, j] = tok, logp, 1.0
             finished[live] |= tok == eos_id
             if finished.all() or j == R - 1:
                 break
-            logits = _decode_step(params, cfg, out[:, j], P + j, kcache, vcache)
+            logits = _decode_step(params, cfg, out[:, j], P + j, kcache, vcache, cast=cast)
             steps += 1
     width = j + 1
     tokens = np.concatenate([np.repeat(prompts, G, axis=0), out[:, :width]], axis=1)
@@ -182,6 +210,53 @@ def _check_generate_args(prompts, cfg, max_new_tokens, eos_id, pad_id, group_siz
             raise ValueError(f"{name}={value} is not a token id of a vocabulary of "
                              f"{cfg.vocab_size}")
     return prompts
+
+
+def _prefill(params, cfg: TinyLMConfig, prompts, G: int, length: int, cast) -> tuple:
+    """The first logits (B G, V) and the KV buffers of :func:`generate`: one forward over the
+    prompts (the trainer's kernel), or with an engine's ``cast`` one decode step per prompt
+    position (the engine's kernel, rounding as it does); each prompt's caches repeated G times."""
+    B, P = prompts.shape
+    with COUNTER.phase("prefill"):
+        if cast is None:
+            hf, cache = forward(params, prompts, cfg)                        # (B, P, D)
+            logits = np.repeat(mm(hf[:, -1], params["lm_head"]), G, axis=0)  # (n, V)
+            return (logits, *_kv_buffers(cache, G, length, params["wte"].dtype))
+        shape = (B, cfg.num_heads, length, cfg.head_dim)
+        kc = [np.zeros(shape, np.float32) for _ in range(cfg.num_layers)]
+        vc = [np.zeros(shape, np.float32) for _ in range(cfg.num_layers)]
+        for t in range(P):
+            logits = _decode_step(params, cfg, prompts[:, t], t, kc, vc, cast=cast)   # (B, V)
+        return (np.repeat(logits, G, axis=0), [np.repeat(k, G, axis=0) for k in kc],
+                [np.repeat(v, G, axis=0) for v in vc])
+
+
+def engine_logprobs(params: dict, tokens, cfg: TinyLMConfig, engine: EngineConfig, *,
+                    temperature: float = 1.0) -> np.ndarray:
+    """The engine's next-token log-probs at every position of ``tokens`` (n, T): (n, T - 1, V),
+    ``[:, t]`` the distribution of token t + 1 given tokens 0..t, after rounding, temperature
+    and truncation (-inf outside top-k / top-p), as :func:`generate` with ``engine`` samples it
+    (vLLM's prompt log-probs). Teacher-forced through the engine's decode kernel.
+
+    Raises:
+        ValueError: bad ``tokens`` (:func:`~rlmperf_lite.nn.check_tokens`), ``engine`` not an
+            EngineConfig, or ``temperature`` not > 0.
+    """
+    tokens = check_tokens(tokens, cfg)
+    if not isinstance(engine, EngineConfig):
+        raise ValueError(f"engine must be an EngineConfig, got {engine!r}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 for log-probs, got {temperature!r}")
+    (n, T), p = tokens.shape, engine.params(params)
+    shape = (n, cfg.num_heads, T, cfg.head_dim)
+    kc = [np.zeros(shape, np.float32) for _ in range(cfg.num_layers)]
+    vc = [np.zeros(shape, np.float32) for _ in range(cfg.num_layers)]
+    out = np.empty((n, T - 1, cfg.vocab_size), np.float32)
+    for t in range(T - 1):
+        logits = _decode_step(p, cfg, tokens[:, t], t, kc, vc, cast=engine.cast)    # (n, V)
+        out[:, t] = truncate_logps(log_softmax(logits / np.float32(temperature)),
+                                   engine.top_k, engine.top_p)
+    return out
 
 
 def _kv_buffers(cache, G: int, length: int, dtype) -> tuple:

@@ -60,7 +60,8 @@ def train_grpo_pipeline(config: GRPOConfig, *, pp: int, microbatches: int,
 
     Raises:
         ValueError: a config that is not a GRPOConfig, with micro-batches (the pipeline cuts the
-            batch itself) or dynamic sampling (it changes the batch size); ``schedule``,
+            batch itself), dynamic sampling (it changes the batch size) or a rollout-engine or
+            correction field (only :func:`~rlmperf_lite.rl.train_grpo` runs them); ``schedule``,
             ``interleave``, ``pp`` (pp v not dividing ``config.model.num_layers``) or
             ``microbatches`` (not dividing B G; a multiple of pp when interleaved), named.
     """

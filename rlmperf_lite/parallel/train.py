@@ -25,13 +25,16 @@ def check_split_config(config, what: str) -> None:
 
     Raises:
         ValueError: naming ``config`` (not a GRPOConfig), ``micro_batch_size`` (the ranks
-            split the batch) or ``dynamic_sampling`` (the split needs a fixed batch)."""
+            split the batch), ``dynamic_sampling`` (the split needs a fixed batch) or a
+            rollout-engine or correction field (only :func:`~rlmperf_lite.rl.train_grpo` runs
+            them)."""
     if not isinstance(config, GRPOConfig):
         raise ValueError(f"config must be a GRPOConfig, got {type(config).__name__}")
     if config.micro_batch_size is not None:
         raise ValueError(f"config.micro_batch_size must be None: {what} splits the batch")
     if config.dynamic_sampling:
         raise ValueError(f"config.dynamic_sampling must be False: {what} needs a fixed batch")
+    config.check_train_grpo_only(f"the split loop over {what}")
 
 
 def split_row(step, rewards, mask, zero_std, times, flops_before, **metrics) -> dict:
@@ -53,7 +56,8 @@ def train_grpo_mesh(config: GRPOConfig, mesh: DeviceMesh, *, task: AdditionTask 
 
     Raises:
         ValueError: a config with micro-batches (the mesh splits the batch itself), a DAPO
-            config (dynamic sampling changes the batch size), and as
+            config (dynamic sampling changes the batch size), a rollout-engine or correction field
+            (only :func:`~rlmperf_lite.rl.train_grpo` runs them), and as
             :func:`~rlmperf_lite.parallel.parallel_grpo_step` (``mesh``, ``tp``, ``dp``).
     """
     check_split_config(config, "the mesh")

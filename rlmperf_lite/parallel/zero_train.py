@@ -29,7 +29,8 @@ def train_grpo_zero(config: GRPOConfig, dp: int, zero_stage: int, *,
     (the most bytes one rank sent in the update) and ``sync_bytes`` (in the weight sync).
 
     Raises:
-        ValueError: a config with micro-batches or dynamic sampling (as
+        ValueError: a config with micro-batches, dynamic sampling or a rollout-engine or
+            correction field (as
             :func:`~rlmperf_lite.parallel.train_grpo_mesh`), and as
             :func:`~rlmperf_lite.parallel.zero_init` (``stage``) and
             :func:`~rlmperf_lite.parallel.zero_step` (dp not dividing the groups).

@@ -161,10 +161,12 @@ def train_async_grpo(config: AsyncGRPOConfig = AsyncGRPOConfig(), *,
     Raises:
         ValueError: naming the argument — ``config`` not an :class:`AsyncGRPOConfig`, ``task``
             not an AdditionTask, a bad ``eval_every``, ``on_step`` not callable, ``progress``
-            not a bool, ``base_params`` that do not fit ``config.model``, or a run that diverged
-            (the step and the lr named).
+            not a bool, ``base_params`` that do not fit ``config.model``, a rollout-engine or
+            correction field off its default (only :func:`~rlmperf_lite.rl.train_grpo` runs
+            them), or a run that diverged (the step and the lr named).
     """
     check_loop_args(config, AsyncGRPOConfig, task, progress, on_step, eval_every, None)
+    config.check_train_grpo_only("train_async_grpo")
     # a diverging run overflows inside numpy before check_diverged names the cause (the lr)
     with blas_limits(config), np.errstate(over="ignore", invalid="ignore"):
         return _train(config, task or AdditionTask(), progress, on_step, eval_every, base_params)

@@ -4,7 +4,8 @@ Each step: sample B prompts and G completions each with the KV-cached sampler (r
 them with the verifier (reward), compute group-relative advantages, optionally the reference
 model's log-probs for a k3 KL penalty, then one AdamW step on the PPO-clipped surrogate whose
 ratio is taken against the behaviour log-probs recorded at sampling time (the "old" policy; with
-one update per batch the ratio starts at 1 and clipping only guards rounding differences).
+one update per batch the ratio starts at 1 and clipping only guards rounding differences, unless
+the rollout engine's numerics differ from the trainer's: :func:`rollout_correction`).
 Shao et al. 2024 (DeepSeekMath, arXiv 2402.03300), Eq. 3 with token-mean aggregation.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from ..checks import check_bool, check_choice, check_int, check_number
 from ..nn import (COUNTER, AdamW, TinyLMConfig, clip_grad_norm, copy_params, generate,
                   logps_backward, logps_forward, token_entropy, token_logps)
+from ..nn.engine import ENGINE_DTYPES, EngineConfig
 from ..tasks import COT_DEFAULTS, AdditionTask, Task
 from .advantages import (check_rewards, grpo_advantages, reinforce_pp_advantages,
                          reinforce_pp_baseline_advantages, rloo_advantages)
@@ -25,10 +27,12 @@ from .common import (MAX_SAMPLES, RLConfig, RLResult, blas_limits, check_diverge
                      step_range)
 from .losses import (KL_ESTIMATORS, grpo_loss, grpo_loss_grad, kl_estimate, loss_norms,
                      overlong_penalty)
+from .mismatch import (ROLLOUT_IS_LEVELS, ROLLOUT_RS_LEVELS, mismatch_metrics,
+                       rollout_is_weights, rollout_rs_mask)
 from .warmstart import warm_start
 
 __all__ = ["GRPOConfig", "GRPOResult", "train_grpo", "step_advantages", "frac_reward_zero_std",
-           "sample_and_score", "accumulate_grads"]
+           "sample_and_score", "accumulate_grads", "rollout_correction"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,29 @@ class GRPOConfig(RLConfig):
     """DAPO soft overlong punishment over the last this-many tokens of the budget (0 = off)."""
     micro_batch_size: int | None = None
     """Sequences per forward/backward (gradient accumulation); None = the whole batch at once."""
+    rollout_dtype: str = "float32"
+    """Numerics of the rollout engine, ``"float32"`` (the trainer's), ``"bfloat16"`` or
+    ``"float16"`` (see :class:`~rlmperf_lite.nn.EngineConfig`)."""
+    top_k: int | None = None
+    """The engine samples among the k most likely tokens (None = all)."""
+    top_p: float | None = None
+    """The engine samples from the top-p nucleus (None = no truncation)."""
+    bypass_mode: bool = True
+    """Whether PPO's old log-probs are the engine's (True, verl's ``bypass_mode``) or recomputed
+    on the trainer (False, the old-log-prob pass of verl's default decoupled mode)."""
+    rollout_is: str | None = None
+    """Truncated importance weights trainer/engine, ``"token"`` or ``"sequence"`` (verl's
+    ``rollout_is``); needs ``bypass_mode=False``."""
+    rollout_is_threshold: float = 2.0
+    """The cap C of those weights, ``min(rho, C)`` (verl's ``rollout_is_threshold``)."""
+    rollout_rs: str | None = None
+    """Reject tokens or sequences whose ratio leaves the band, per ``"token"``, ``"sequence"``
+    (product) or ``"geometric"`` (geometric mean) (verl's ``rollout_rs``); needs
+    ``bypass_mode=False``."""
+    rollout_rs_threshold: float = 2.0
+    """Upper end of the band (>= 1)."""
+    rollout_rs_threshold_lower: float | None = None
+    """Lower end of the band (<= 1); None = ``1 / rollout_rs_threshold``."""
 
     VARIANTS = {
         "grpo": {},
@@ -111,7 +138,53 @@ class GRPOConfig(RLConfig):
         if self.overlong_buffer_len >= self.max_new_tokens:
             raise ValueError(f"GRPOConfig.overlong_buffer_len must be < max_new_tokens="
                              f"{self.max_new_tokens}, got {self.overlong_buffer_len!r}")
+        self._check_correction()
 
+    def _check_correction(self):
+        """The checks of the engine and rollout-correction fields."""
+        check_choice("GRPOConfig.rollout_dtype", self.rollout_dtype, ENGINE_DTYPES)
+        check_int("GRPOConfig.top_k", self.top_k, 1, optional=True)
+        if self.top_p is not None:
+            check_number("GRPOConfig.top_p", self.top_p, low=0, high=1, low_open=True)
+        check_bool("GRPOConfig.bypass_mode", self.bypass_mode)
+        check_choice("GRPOConfig.rollout_is", self.rollout_is, (None, *ROLLOUT_IS_LEVELS))
+        check_number("GRPOConfig.rollout_is_threshold", self.rollout_is_threshold, low=0,
+                     low_open=True)
+        check_choice("GRPOConfig.rollout_rs", self.rollout_rs, (None, *ROLLOUT_RS_LEVELS))
+        check_number("GRPOConfig.rollout_rs_threshold", self.rollout_rs_threshold, low=1)
+        if self.rollout_rs_threshold_lower is not None:
+            check_number("GRPOConfig.rollout_rs_threshold_lower",
+                         self.rollout_rs_threshold_lower, low=0, high=1, low_open=True)
+        if self.bypass_mode and (self.rollout_is or self.rollout_rs):
+            raise ValueError("GRPOConfig.rollout_is and rollout_rs weigh the engine's samples by "
+                             "the trainer's old log-probs: set bypass_mode=False to compute them")
+
+    def check_train_grpo_only(self, loop: str) -> None:
+        """Refuse, in a loop that does not honour them, the rollout-engine and correction
+        fields (``CORRECTION_FIELDS``) left off their defaults.
+
+        Raises:
+            ValueError: naming the first such field and ``loop``, and saying that
+                :func:`train_grpo` supports it.
+        """
+        for name in CORRECTION_FIELDS:
+            value, default = getattr(self, name), GRPOConfig.__dataclass_fields__[name].default
+            if value != default:
+                raise ValueError(f"GRPOConfig.{name}={value!r} is not supported by {loop}: only "
+                                 f"train_grpo runs the rollout engine and its corrections; leave "
+                                 f"{name} at {default!r} or train with train_grpo")
+
+    @property
+    def engine(self) -> EngineConfig | None:
+        """The rollout engine of ``rollout_dtype``, ``top_k`` and ``top_p``; None when it
+        samples exactly as the trainer computes (float32, no truncation)."""
+        if self.rollout_dtype == "float32" and self.top_k is None and self.top_p is None:
+            return None
+        return EngineConfig(dtype=self.rollout_dtype, top_k=self.top_k, top_p=self.top_p)
+
+
+CORRECTION_FIELDS = ("rollout_dtype", "top_k", "top_p", "bypass_mode", "rollout_is", "rollout_rs")
+"""The GRPOConfig fields only :func:`train_grpo` honours (the other loops refuse them)."""
 
 GRPOResult = RLResult
 
@@ -153,21 +226,27 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
     steps = step_range(c, "GRPO", progress)
     for step in steps:
         times, flops_before = {}, dict(COUNTER.counts)
-        tokens, mask, old_logps, rewards, ref_logps, rounds, zero_std = sample_and_score(
+        tokens, mask, behav_logps, rewards, ref_logps, rounds, zero_std = sample_and_score(
             params, result.base_params, c, task, rng_data, rng_sample, times)  # (B*G, ...)
-        check_diverged(step, c, "the rollout's log-probs", old_logps)
+        check_diverged(step, c, "the rollout's log-probs", behav_logps)
+        old_logps, is_w, loss_mask, corr = rollout_correction(params, c, tokens, mask,
+                                                              behav_logps, P, times)
         t2 = time.perf_counter()
         kl_in_loss = c.kl_coef > 0 and c.advantage_estimator != "reinforce_pp"
-        advantages = step_advantages(c, rewards, mask, old_logps, ref_logps)
+        advantages = step_advantages(c, rewards, mask, behav_logps, ref_logps)
         times["advantages_s"] = (t := time.perf_counter()) - t2
         # gradient accumulation: each micro-batch is weighted with the whole batch's token and
         # sequence counts, so the summed gradient equals the full batch's (not a mean of means)
-        norms = loss_norms(mask, c)
+        norms = loss_norms(loss_mask, c)
         grads, logps, entropy = accumulate_grads(
-            params, tokens, old_logps, advantages, mask, c, norms, prompt_len=P,
-            ref_per_token_logps=ref_logps if kl_in_loss else None, step=step)  # (B*G, R)
-        loss, metrics = grpo_loss(logps, old_logps, advantages, mask, c, norms,
-                                          ref_per_token_logps=ref_logps if kl_in_loss else None)
+            params, tokens, old_logps, advantages, loss_mask, c, norms, prompt_len=P,
+            ref_per_token_logps=ref_logps if kl_in_loss else None, step=step,
+            rollout_is_weights=is_w)                                           # (B*G, R)
+        loss, metrics = grpo_loss(logps, old_logps, advantages, loss_mask, c, norms,
+                                  ref_per_token_logps=ref_logps if kl_in_loss else None,
+                                  rollout_is_weights=is_w)
+        if c.engine is not None:          # the trainer's log-probs before the update: free here
+            corr.update(mismatch_metrics(logps, behav_logps, mask))
         grad_norm = clip_grad_norm(grads, c.max_grad_norm)
         opt.lr = c.lr * lr_factor(step, c)
         opt.step(params, grads)
@@ -178,7 +257,7 @@ def _train(config, task, progress, on_step, eval_every, stop_at_accuracy,
                "response_length_max": int(mask.sum(axis=1).max()),      # verl's /max
                "loss": loss,
                "entropy": float((entropy * mask).sum() / mask.sum()),
-               "grad_norm": grad_norm, **metrics, **times, "step_s": sum(times.values()),
+               "grad_norm": grad_norm, **metrics, **corr, **times, "step_s": sum(times.values()),
                "response_width": int(mask.shape[1]), "resample_rounds": rounds,
                "frac_reward_zero_std": zero_std,
                **flops_since(flops_before)}
@@ -206,13 +285,14 @@ def step_advantages(c: GRPOConfig, rewards, mask, old_logps, ref_logps) -> np.nd
 
 def accumulate_grads(params, tokens, old_per_token_logps, advantages, completion_mask,
                      c: GRPOConfig, norms: dict, *, prompt_len: int,
-                     ref_per_token_logps=None, step: int | None = None) -> tuple:
+                     ref_per_token_logps=None, step: int | None = None,
+                     rollout_is_weights=None) -> tuple:
     """The gradient of the clipped surrogate over ``tokens`` (n, P+R), accumulated over
     micro-batches of ``c.micro_batch_size`` rows: each micro-batch is weighted with the whole
     batch's ``norms`` (:func:`loss_norms`), so the sum equals the full batch's gradient, not a
     mean of means. ``old_per_token_logps``, ``completion_mask`` and
-    ``ref_per_token_logps`` (None: no KL term in the loss) are (n, R); ``advantages`` (n,) or
-    (n, R). Shared by :func:`train_grpo`, the asynchronous loop and the Ray learners (book
+    ``ref_per_token_logps`` (None: no KL term in the loss) and ``rollout_is_weights`` (None: no
+    importance weights) are (n, R); ``advantages`` (n,) or (n, R). Shared by :func:`train_grpo`, the asynchronous loop and the Ray learners (book
     sections :ref:`sec-loss-aggregation` and :ref:`sec-ray-controller`).
 
     Returns (grads {name: array}, per_token_logps (n, R), token entropy (n, R)). Raises
@@ -231,7 +311,8 @@ def accumulate_grads(params, tokens, old_per_token_logps, advantages, completion
         dlogps[:, P - 1:] = grpo_loss_grad(
             logps, old_per_token_logps[sl], advantages[sl], completion_mask[sl], c, norms,
             ref_per_token_logps=None if ref_per_token_logps is None
-            else ref_per_token_logps[sl])
+            else ref_per_token_logps[sl],
+            rollout_is_weights=None if rollout_is_weights is None else rollout_is_weights[sl])
         with COUNTER.phase("train_backward"):
             g = logps_backward(dlogps, cache)
         grads = g if grads is None else {k: grads[k] + g[k] for k in grads}
@@ -310,7 +391,7 @@ def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
         prompts, pairs = task.sample_prompts(rng_data, c.num_prompts)
         ro = generate(params, prompts, c.model, max_new_tokens=c.max_new_tokens,
                       eos_id=task.eos_id, pad_id=task.pad_id, group_size=G,
-                      temperature=c.temperature, rng=rng_sample)
+                      temperature=c.temperature, rng=rng_sample, engine=c.engine)
         rewards = task.reward(np.repeat(pairs, G, axis=0), ro.tokens[:, ro.prompt_len:])
         by_group = rewards.reshape(-1, G)
         if zero_std is None:
@@ -334,3 +415,34 @@ def _rollout(params, c: GRPOConfig, task, rng_data, rng_sample):
             np.concatenate([np.pad(k[1], ((0, 0), (0, w))) for k, w in zip(kept, pad)]),
             np.concatenate([np.pad(k[2], ((0, 0), (0, w))) for k, w in zip(kept, pad)]),
             np.concatenate([k[3] for k in kept]), rounds, zero_std)
+
+
+def rollout_correction(params, c: GRPOConfig, tokens, completion_mask, rollout_per_token_logps,
+                       prompt_len: int, times: dict) -> tuple:
+    """PPO's old log-probs and the engine–trainer correction of ``c`` (book section
+    :ref:`sec-grpo`): with ``bypass_mode`` the engine's log-probs as they are; else the
+    old-log-prob pass (one trainer forward over ``tokens`` (n, P+R), ``old_logps_s`` in
+    ``times``), then ``rollout_is`` weights and a ``rollout_rs`` mask from the trainer/engine
+    ratio (:mod:`rlmperf_lite.rl.mismatch`).
+
+    Returns (old_per_token_logps (n, R), importance weights (n, R) or None, the loss's mask
+    (n, R): ``completion_mask`` without the rejected tokens, metrics {name: float}).
+    """
+    if c.bypass_mode:
+        return rollout_per_token_logps, None, completion_mask, {}
+    t = time.perf_counter()
+    with COUNTER.phase("old_logps"):
+        old = token_logps(params, tokens, c.model, c.temperature)[:, prompt_len - 1:]
+    old = old * completion_mask                       # 0 on padding, as the engine's
+    weights, mask, metrics = None, completion_mask, {}
+    if c.rollout_is:
+        weights, m = rollout_is_weights(old, rollout_per_token_logps, completion_mask,
+                                        level=c.rollout_is, threshold=c.rollout_is_threshold)
+        metrics.update(m)
+    if c.rollout_rs:
+        mask, m = rollout_rs_mask(old, rollout_per_token_logps, completion_mask,
+                                  level=c.rollout_rs, threshold=c.rollout_rs_threshold,
+                                  threshold_lower=c.rollout_rs_threshold_lower)
+        metrics.update(m)
+    times["old_logps_s"] = time.perf_counter() - t
+    return old, weights, mask, metrics

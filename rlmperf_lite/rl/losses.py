@@ -329,13 +329,16 @@ def loss_norms(completion_mask, config) -> dict:
 
 
 def grpo_loss(per_token_logps, old_per_token_logps, advantages, completion_mask, config,
-              norms: dict, *, ref_per_token_logps=None):
-    """GRPO's loss, sum(w * (clipped surrogate + kl_coef * KL)), and the metrics the field logs.
+              norms: dict, *, ref_per_token_logps=None, rollout_is_weights=None):
+    """GRPO's loss, sum(w * (rho * clipped surrogate + kl_coef * KL)), and the metrics the field
+    logs.
 
     Shao et al. 2024, Eq. 3, with the aggregation weights w of ``config.loss_agg_mode`` and the
     whole batch's ``norms`` (:func:`loss_norms`), so micro-batches' and ranks' terms add up to the
     batch's loss. The KL estimator is ``config.kl_estimator`` (k3 by default) and the dual clip
-    ``config.clip_ratio_c`` (off by default). Arrays (rows, R); advantages (rows,) or
+    ``config.clip_ratio_c`` (off by default); rho, when given, are the engine-to-trainer
+    importance weights (rows, R) of :func:`rlmperf_lite.rl.rollout_is_weights`, on the surrogate
+    only (as verl). Arrays (rows, R); advantages (rows,) or
     (rows, R); ``config`` a :class:`~rlmperf_lite.rl.GRPOConfig`. Returns (loss, metrics):
     ``approx_kl``, ``clipfrac``, ... of :func:`policy_loss`, plus ``kl_ref`` with a reference.
     Raises ValueError on bad shapes.
@@ -345,6 +348,9 @@ def grpo_loss(per_token_logps, old_per_token_logps, advantages, completion_mask,
                                           mask, clip_eps_low=c.clip_eps,
                                           clip_eps_high=c.clip_eps_high or c.clip_eps,
                                           clip_ratio_c=c.clip_ratio_c)
+    if rollout_is_weights is not None:
+        per_token_loss = per_token_loss * check_per_token_array(
+            "rollout_is_weights", rollout_is_weights, per_token_loss.shape)
     if ref_per_token_logps is not None:                       # the KL term is in the loss
         kl = kl_estimate(per_token_logps, ref_per_token_logps, c.kl_estimator) * mask
         per_token_loss = per_token_loss + c.kl_coef * kl
@@ -354,7 +360,8 @@ def grpo_loss(per_token_logps, old_per_token_logps, advantages, completion_mask,
 
 
 def grpo_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_mask, config,
-                   norms: dict, *, ref_per_token_logps=None) -> np.ndarray:
+                   norms: dict, *, ref_per_token_logps=None,
+                   rollout_is_weights=None) -> np.ndarray:
     """d :func:`grpo_loss` / d per_token_logps, (rows, R): the one place the loop, its
     micro-batches and Part III's simulated ranks take the loss gradient from. Arguments and
     errors as :func:`grpo_loss`."""
@@ -362,6 +369,9 @@ def grpo_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_
     dloss = policy_loss_grad(per_token_logps, old_per_token_logps, advantages, completion_mask,
                              clip_eps_low=c.clip_eps, clip_eps_high=c.clip_eps_high or c.clip_eps,
                              clip_ratio_c=c.clip_ratio_c)
+    if rollout_is_weights is not None:                  # constants: they scale the gradient
+        dloss = dloss * check_per_token_array("rollout_is_weights", rollout_is_weights,
+                                              dloss.shape)
     if ref_per_token_logps is not None:
         dloss = dloss + c.kl_coef * kl_estimate_grad(
             per_token_logps, ref_per_token_logps, c.kl_estimator) * completion_mask
