@@ -11,6 +11,11 @@
    generations (a random-init model on the addition task, max_new_tokens 20: its end-token
    probability gives varied lengths). `python bench/run.py --continuous` runs only this one and
    updates its entry of bench/results.json.
+5. Generation's share of the step on this CPU (issue 19 section 2): the chain-of-thought GRPO
+   loop at 16, 32, 64 and 128 sequences per step from one warm-start, the share predicted from
+   per-op costs (`generation_share_sweep`) against the loop's own (goal: within a factor 2 at
+   every batch; the measured share falls from 16 to 128). `python bench/run.py --share` runs
+   only this one and updates its entry of bench/results.json.
 
 Prints a table and writes bench/results.json. Timings depend on the machine: they are reported
 in notes, never asserted by tests.
@@ -192,6 +197,22 @@ def continuous_batching(num_prompts=32, group_size=4, num_slots=32, max_new_toke
     return out
 
 
+def generation_share(sequences=(16, 32, 64, 128), steps=7, repeats=15) -> dict:
+    from rlmperf_lite.cost import generation_share_sweep
+    from rlmperf_lite.rl import GRPOConfig, train_grpo
+    from rlmperf_lite.tasks import CoTTask
+    t = time.perf_counter()
+    base = train_grpo(GRPOConfig.for_cot(steps=1, seed=0), task=CoTTask()).base_params
+    warm_s, t = time.perf_counter() - t, time.perf_counter()
+    rows = generation_share_sweep(list(sequences), steps=steps, repeats=repeats,
+                                  base_params=base)
+    ratios = [r["predicted_share"] / r["measured_share"] for r in rows]
+    return {"warmstart_s": warm_s, "sweep_s": time.perf_counter() - t, "steps": steps,
+            "repeats": repeats, "rows": rows, "predicted_over_measured": ratios,
+            "within_factor_2": all(0.5 < x < 2 for x in ratios),
+            "measured_falls": rows[-1]["measured_share"] < rows[0]["measured_share"]}
+
+
 def _blas() -> list:
     from threadpoolctl import threadpool_info
     return [{k: i.get(k) for k in ("internal_api", "num_threads", "version", "architecture")}
@@ -207,6 +228,13 @@ def main():
         results = json.loads(path.read_text())
         results["continuous_batching"] = continuous_batching()
         print(json.dumps(results["continuous_batching"], indent=2))
+        path.write_text(json.dumps(results, indent=2) + "\n")
+        return
+    if sys.argv[1:2] == ["--share"]:              # this entry alone, into the existing results
+        path = ROOT / "bench" / "results.json"
+        results = json.loads(path.read_text())
+        results["generation_share"] = generation_share()
+        print(json.dumps(results["generation_share"], indent=2))
         path.write_text(json.dumps(results, indent=2) + "\n")
         return
     results = {"blas": _blas(), "env": {k: os.environ.get(k) for k in
@@ -228,6 +256,7 @@ def main():
     results["time_to_accuracy"] = [time_to_accuracy(s) for s in (0, 1, 2)]
     results["matmul_share"] = matmul_share()
     results["continuous_batching"] = continuous_batching()
+    results["generation_share"] = generation_share()
     print(json.dumps(results, indent=2))
     (ROOT / "bench" / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
