@@ -120,7 +120,7 @@ class ToyStepWorkDepth(StepTotals):
     response_width: int
     measured_s: float | None = None
     measured_generation_share: float | None = None
-    """The loop's own rollout share of its steps (:func:`measured_generation_share`), or None."""
+    """The loop's own rollout share of its steps (from measured_generation_share), or None."""
 
     @property
     def work_per_processor_s(self) -> float:
