@@ -15,6 +15,11 @@
    cot`) to held-out greedy accuracy >= 0.95 on the chain-of-thought task, warm-start included,
    for seeds 0, 1, 2 (goal: <= 60 s each on one core). `python bench/run.py --cot` runs only this
    one and updates its entry of bench/results.json.
+6. Generation's share of the step on this CPU (issue 19 section 2): the chain-of-thought GRPO
+   loop at 16, 32, 64 and 128 sequences per step from one warm-start, the share predicted from
+   per-op costs (`generation_share_sweep`) against the loop's own (goal: within a factor 2 at
+   every batch; the measured share falls from 16 to 128). `python bench/run.py --share` runs
+   only this one and updates its entry of bench/results.json.
 
 Prints a table and writes bench/results.json. Timings depend on the machine: they are reported
 in notes, never asserted by tests.
@@ -203,6 +208,22 @@ def continuous_batching(num_prompts=32, group_size=4, num_slots=32, max_new_toke
     return out
 
 
+def generation_share(sequences=(16, 32, 64, 128), steps=7, repeats=15) -> dict:
+    from rlmperf_lite.cost import generation_share_sweep
+    from rlmperf_lite.rl import GRPOConfig, train_grpo
+    from rlmperf_lite.tasks import CoTTask
+    t = time.perf_counter()
+    base = train_grpo(GRPOConfig.for_cot(steps=1, seed=0), task=CoTTask()).base_params
+    warm_s, t = time.perf_counter() - t, time.perf_counter()
+    rows = generation_share_sweep(list(sequences), steps=steps, repeats=repeats,
+                                  base_params=base)
+    ratios = [r["predicted_share"] / r["measured_share"] for r in rows]
+    return {"warmstart_s": warm_s, "sweep_s": time.perf_counter() - t, "steps": steps,
+            "repeats": repeats, "rows": rows, "predicted_over_measured": ratios,
+            "within_factor_2": all(0.5 < x < 2 for x in ratios),
+            "measured_falls": rows[-1]["measured_share"] < rows[0]["measured_share"]}
+
+
 def _blas() -> list:
     from threadpoolctl import threadpool_info
     return [{k: i.get(k) for k in ("internal_api", "num_threads", "version", "architecture")}
@@ -214,13 +235,21 @@ def main():
         print(json.dumps(step_time(sys.argv[2])))
         return
     alone = {"--continuous": ("continuous_batching", continuous_batching),
-             "--cot": ("cot_time_to_accuracy", cot_time_to_accuracy)}
+             "--cot": ("cot_time_to_accuracy", cot_time_to_accuracy),
+             "--share": ("generation_share", generation_share)}
     if sys.argv[1:2] and sys.argv[1] in alone:    # this entry alone, into the existing results
         key, fn = alone[sys.argv[1]]
         path = ROOT / "bench" / "results.json"
         results = json.loads(path.read_text())
         results[key] = fn()
         print(json.dumps(results[key], indent=2))
+        path.write_text(json.dumps(results, indent=2) + "\n")
+        return
+    if sys.argv[1:2] == ["--share"]:              # this entry alone, into the existing results
+        path = ROOT / "bench" / "results.json"
+        results = json.loads(path.read_text())
+        results["generation_share"] = generation_share()
+        print(json.dumps(results["generation_share"], indent=2))
         path.write_text(json.dumps(results, indent=2) + "\n")
         return
     results = {"blas": _blas(), "env": {k: os.environ.get(k) for k in
@@ -243,6 +272,7 @@ def main():
     results["matmul_share"] = matmul_share()
     results["continuous_batching"] = continuous_batching()
     results["cot_time_to_accuracy"] = cot_time_to_accuracy()
+    results["generation_share"] = generation_share()
     print(json.dumps(results, indent=2))
     (ROOT / "bench" / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 

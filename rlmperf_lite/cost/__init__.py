@@ -2,7 +2,7 @@
 counts, accelerator presets, FLOPs, bytes, memory and time of each phase of an RL step; and of
 parallel layouts (Part III): collectives, pipeline bubble, memory and step time per plan, the
 plan search and weight resharding."""
-from .estimate import ALGOS, PhaseEstimate, RLStepEstimate, estimate_rl_step
+from .estimate import ALGOS, GENERATION_PHASES, PhaseEstimate, RLStepEstimate, estimate_rl_step
 from .phase import PhaseSequence
 from .flops import (ADAMW_FLOPS_PER_PARAM, decode_flops, forward_flops, matmul_weights_per_token,
                     mtp_flops, prefill_flops, train_flops)
@@ -27,8 +27,10 @@ from .profiles import (LOOP_PHASES, MeasuredPhase, MeasuredProfile, cpu_as_fp32_
                        generation_share, measured_profile, profile_step_workdepth_s,
                        toy_step_kwargs)
 from .presets import model_preset, model_presets, preset_record, resolve_model
-from .toy_workdepth import (ToyOpCosts, ToyStepWorkDepth, best_of_s, measure_toy_op_costs,
-                            measured_step_s, toy_step_prediction, toy_step_workdepth)
+from .toy_workdepth import (ToyOpCosts, ToyStepWorkDepth, best_of_s,
+                            generation_share_sweep, measure_toy_op_costs,
+                            measured_generation_share, measured_step_s, toy_step_prediction,
+                            toy_step_workdepth)
 from .collective import (COLLECTIVES, algorithm_bandwidth, bus_bandwidth,
                          collective_bytes_per_rank, collective_time_s, tree_all_reduce_time_s,
                          tree_ring_crossover_bytes)
@@ -79,6 +81,7 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "toy_step_kwargs", "measured_profile", "MeasuredProfile", "MeasuredPhase",
            "LOOP_PHASES", "ToyOpCosts", "ToyStepWorkDepth", "best_of_s", "measure_toy_op_costs",
            "measured_step_s", "toy_step_prediction", "toy_step_workdepth",
+           "measured_generation_share", "generation_share_sweep", "GENERATION_PHASES",
            # parallelism: book sections sec-dp-workdepth, sec-tp-workdepth, sec-pp-workdepth
            "COLLECTIVES", "collective_time_s", "collective_bytes_per_rank",
            "algorithm_bandwidth", "bus_bandwidth", "tree_all_reduce_time_s",

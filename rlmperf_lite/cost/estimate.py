@@ -48,10 +48,13 @@ from .weight_sync import SYNC_METHODS, weight_sync_time_s
 from .presets import resolve_model
 from .roofline import roofline_time
 
-__all__ = ["ALGOS", "PhaseEstimate", "RLStepEstimate", "estimate_rl_step", "sample_lengths"]
+__all__ = ["ALGOS", "GENERATION_PHASES", "PhaseEstimate", "RLStepEstimate", "estimate_rl_step",
+           "sample_lengths"]
 
 ALGOS = ("grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "ppo")
-_GENERATION = ("rollout_prefill", "rollout_decode")
+GENERATION_PHASES = ("rollout_prefill", "rollout_decode")
+"""The phases of generation in a step (prefill, then the decode steps), whose share of the step
+the estimate, the work-depth profiles and the toy's prediction report."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ class RLStepEstimate(PhaseSequence):
     @property
     def generation_time_s(self) -> float:
         """Seconds of the rollout, prefill and decode."""
-        return float(sum(p.time_s for p in self.phases if p.name in _GENERATION))
+        return float(sum(p.time_s for p in self.phases if p.name in GENERATION_PHASES))
 
     @property
     def generation_time_share(self) -> float:
@@ -88,7 +91,7 @@ class RLStepEstimate(PhaseSequence):
 
     @property
     def generation_flops_share(self) -> float:
-        return sum(p.flops for p in self.phases if p.name in _GENERATION) / self.flops
+        return sum(p.flops for p in self.phases if p.name in GENERATION_PHASES) / self.flops
 
     def as_dict(self) -> dict:
         return {"algo": self.algo, "hardware": self.hardware, "gpus": self.gpus,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..checks import check_choice, check_int
-from .estimate import ALGOS, RLStepEstimate, estimate_rl_step
+from .estimate import ALGOS, GENERATION_PHASES, RLStepEstimate, estimate_rl_step
 from .hardware import HardwareSpec
 from .model import ModelConfig
 from .phase import PhaseSequence
@@ -25,14 +25,14 @@ from .workdepth_s import StepWorkDepth, rl_step_workdepth_s
 __all__ = ["profile_step_workdepth_s", "generation_share", "LOOP_PHASES", "cpu_as_fp32_device",
            "toy_step_kwargs", "MeasuredPhase", "MeasuredProfile", "measured_profile"]
 
-_GENERATION = ("rollout_prefill", "rollout_decode")
 #: For each loop, which of the estimate's phases each history key times, as
 #: ``{loop: {history key: phases}}``; PPO's ``reward_s`` also times the
 #: reference pass, its ``update_s`` both models' updates (rlmperf_lite.rl.grpo / .ppo)
 LOOP_PHASES = {
-    "grpo": {"rollout_s": _GENERATION, "ref_logps_s": ("ref_logprobs",), "reward_s": ("reward",),
+    "grpo": {"rollout_s": GENERATION_PHASES, "ref_logps_s": ("ref_logprobs",),
+             "reward_s": ("reward",),
              "advantages_s": ("advantages",), "update_s": ("actor_update",)},
-    "ppo": {"rollout_s": _GENERATION, "reward_s": ("ref_logprobs", "reward"),
+    "ppo": {"rollout_s": GENERATION_PHASES, "reward_s": ("ref_logprobs", "reward"),
             "values_s": ("critic_values",), "advantages_s": ("advantages",),
             "update_s": ("actor_update", "critic_update")},
 }
@@ -69,7 +69,7 @@ def generation_share(step: StepWorkDepth, bound: str = "lower") -> float:
     (max(W/p, D) summed over phases) or "upper" (W/p + D)."""
     check_choice("bound", bound, ("lower", "upper"))
     attr = f"brent_{bound}_s"
-    return sum(getattr(p, attr) for p in step.phases if p.name in _GENERATION) / \
+    return sum(getattr(p, attr) for p in step.phases if p.name in GENERATION_PHASES) / \
         getattr(step, attr)
 
 

@@ -17,26 +17,31 @@ ends, so padding row-steps are work the loop does)::
 
 summed phase by phase, as the loop runs them (a barrier between two phases). On its one core the
 loop runs every task in turn at its batch, so its own schedule takes W: the point prediction
-``predicted_s`` set against the measured step.
+``predicted_s`` set against the measured step. Generation's share of it, W(prefill + decode) / W,
+is set against the loop's own ``rollout_s`` / ``step_s``, batch by batch
+(:func:`generation_share_sweep`): the CPU's version of the sequences per GPU in decode.
 """
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
 from ..checks import check_int, check_number
 from ..nn import COUNTER, AdamW, clip_grad_norm, copy_params, generate, token_logps
 from ..rl.common import blas_limits
-from ..rl.grpo import GRPOConfig, accumulate_grads, frac_reward_zero_std, step_advantages
+from ..rl.grpo import (GRPOConfig, accumulate_grads, frac_reward_zero_std, step_advantages,
+                       train_grpo)
 from ..rl.losses import grpo_loss, loss_norms, overlong_penalty
-from ..tasks import AdditionTask
+from ..tasks import AdditionTask, CoTTask, Task
+from .estimate import GENERATION_PHASES
 from .workdepth_s import PhaseWorkDepth, StepTotals
 
 __all__ = ["ToyOpCosts", "ToyStepWorkDepth", "best_of_s", "measure_toy_op_costs",
-           "toy_step_workdepth", "measured_step_s", "toy_step_prediction"]
+           "toy_step_workdepth", "measured_step_s", "measured_generation_share",
+           "toy_step_prediction", "generation_share_sweep"]
 
 
 def best_of_s(ops: dict, repeats: int = 15) -> dict:
@@ -114,6 +119,8 @@ class ToyStepWorkDepth(StepTotals):
     processors: int
     response_width: int
     measured_s: float | None = None
+    measured_generation_share: float | None = None
+    """The loop's own rollout share of its steps (from measured_generation_share), or None."""
 
     @property
     def work_per_processor_s(self) -> float:
@@ -130,6 +137,13 @@ class ToyStepWorkDepth(StepTotals):
         its one core at the batch the loop gives it, so the sum W of the per-op costs
         (whatever ``processors`` says)."""
         return self.work_gpu_s
+
+    @property
+    def predicted_generation_share(self) -> float:
+        """Generation's share of the predicted step, W(prefill + decode) / W: the loop runs the
+        phases one after another on its one core, as ``predicted_s`` does."""
+        return sum(p.work_gpu_s for p in self.phases if p.name in GENERATION_PHASES) \
+            / self.work_gpu_s
 
     @property
     def error(self) -> float:
@@ -149,21 +163,26 @@ class ToyStepWorkDepth(StepTotals):
 
 
 def toy_step_workdepth(costs: ToyOpCosts, *, measured_s: float | None = None,
-                       processors: int = 1) -> ToyStepWorkDepth:
+                       processors: int = 1,
+                       measured_generation_share: float | None = None) -> ToyStepWorkDepth:
     """W, D and Brent's bounds of each phase of a toy GRPO step from its per-op ``costs``
     (the equations of this module's docstring); a phase with no task (the reference pass
     without a KL term, decode at R = 1) is left out.
     ``processors``: 1, the core the loop runs on; more give the bounds of a machine that spread
-    the tasks over that many cores, which the loop does not do.
+    the tasks over that many cores, which the loop does not do. ``measured_generation_share``:
+    the loop's own, to set against ``predicted_generation_share``.
 
     Raises:
-        ValueError: ``costs`` not a ToyOpCosts, ``processors`` < 1, ``measured_s`` <= 0.
+        ValueError: ``costs`` not a ToyOpCosts, ``processors`` < 1, ``measured_s`` <= 0, a
+            share outside [0, 1].
     """
     if not isinstance(costs, ToyOpCosts):
         raise ValueError(f"costs must be a ToyOpCosts (measure_toy_op_costs), got {costs!r}")
     check_int("processors", processors, 1)
     if measured_s is not None:
         check_number("measured_s", measured_s, low=0, low_open=True)
+    if measured_generation_share is not None:
+        check_number("measured_generation_share", measured_generation_share, low=0, high=1)
     c, steps, f = costs, costs.response_width - 1, costs.flops
     rows = [  # (phase, W core-s, D s, FLOPs)
         ("rollout_prefill", c.prefill_batch_s, c.prefill_one_s, f.get("prefill", 0.0)),
@@ -178,7 +197,8 @@ def toy_step_workdepth(costs: ToyOpCosts, *, measured_s: float | None = None,
     ]
     phases = tuple(PhaseWorkDepth(name, float(fl), float(w), float(d), processors)
                    for name, w, d, fl in rows if w or d)    # no KL: no reference pass
-    return ToyStepWorkDepth(phases, processors, c.response_width, measured_s)
+    return ToyStepWorkDepth(phases, processors, c.response_width, measured_s,
+                            measured_generation_share)
 
 
 def _flops_of(fn) -> float:
@@ -282,7 +302,7 @@ def _update_ops(params, c: GRPOConfig, ro, advantages, ref) -> tuple:
     return ops, {"update": sum(_flops_of(lambda k=k: fwd_bwd(k)) for k in sizes)}, sizes
 
 
-def measure_toy_op_costs(config: GRPOConfig, params: dict, *, task: AdditionTask | None = None,
+def measure_toy_op_costs(config: GRPOConfig, params: dict, *, task: Task | None = None,
                          response_width: int | None = None, repeats: int = 15,
                          seed: int = 0) -> ToyOpCosts:
     """Time each operation of a :func:`~rlmperf_lite.rl.train_grpo` step run with ``config``
@@ -290,7 +310,9 @@ def measure_toy_op_costs(config: GRPOConfig, params: dict, *, task: AdditionTask
     ``response_width`` (default ``config.max_new_tokens``), on this CPU under the loop's BLAS
     thread limit, at the loop's batch and alone: :func:`~rlmperf_lite.cost.best_of_s` of
     ``repeats`` rounds, about 0.5 s for the default config. A decode step costs
-    (t(R) - t(1)) / (R - 1), t(k) a rollout of width k.
+    (t(R) - t(1)) / (R - 1), t(k) a rollout of width k. ``task``: any
+    :class:`~rlmperf_lite.tasks.Task` (default :class:`~rlmperf_lite.tasks.AdditionTask`),
+    whose prompts and verifier the ops use.
 
     Raises:
         ValueError: DAPO's dynamic sampling (its rounds vary from step to step); R outside
@@ -349,16 +371,96 @@ def measured_step_s(history, *, response_width: int | None = None) -> tuple:
 
 
 def toy_step_prediction(config: GRPOConfig, history, params: dict, *,
-                        task: AdditionTask | None = None, repeats: int = 15,
+                        task: Task | None = None, repeats: int = 15,
                         processors: int = 1) -> ToyStepWorkDepth:
     """The toy step's Brent bounds from costs measured on this CPU
     (:func:`measure_toy_op_costs` at the history's median width R), set against the fastest
-    measured step of width R (:func:`measured_step_s`); ``history`` and ``params`` from a
-    :func:`~rlmperf_lite.rl.train_grpo` run with ``config``.
+    measured step of width R (:func:`measured_step_s`) and the loop's generation share at R
+    (:func:`measured_generation_share`); ``history`` and ``params`` from a
+    :func:`~rlmperf_lite.rl.train_grpo` run with ``config`` on ``task``.
 
     Raises:
         ValueError: as :func:`measured_step_s` and :func:`measure_toy_op_costs`.
     """
     measured, R = measured_step_s(history)
     costs = measure_toy_op_costs(config, params, task=task, response_width=R, repeats=repeats)
-    return toy_step_workdepth(costs, measured_s=measured, processors=processors)
+    return toy_step_workdepth(costs, measured_s=measured, processors=processors,
+                              measured_generation_share=measured_generation_share(
+                                  history, response_width=R))
+
+
+def measured_generation_share(history, *, response_width: int | None = None) -> float:
+    """The median over the rows of a GRPO loop's ``history`` of width R (default as
+    :func:`measured_step_s`) of ``rollout_s`` / ``step_s``: generation's share of the loop's
+    own step. The median, not the fastest step: a share is a ratio, and load slows both parts.
+    The loop's ``rollout_s`` also times drawing the prompts and the verifier (the prediction's
+    prefill and ``reward`` phase).
+
+    Raises:
+        ValueError: as :func:`measured_step_s`, or rows without ``rollout_s``.
+    """
+    R = measured_step_s(history, response_width=response_width)[1]
+    rows = [r for r in history if r["response_width"] == R]
+    if any("rollout_s" not in r for r in rows):
+        raise ValueError("history rows must carry rollout_s (train_grpo's phase times)")
+    return float(np.median([r["rollout_s"] / r["step_s"] for r in rows]))
+
+
+def _check_sequences(sequences, group_size: int) -> list:
+    if not isinstance(sequences, (list, tuple)) or not sequences:
+        raise ValueError(f"sequences must be a non-empty list of batch sizes (prompts x "
+                         f"group_size), e.g. [16, 32, 64, 128], got {sequences!r}")
+    for s in sequences:
+        check_int("sequences", s, group_size)
+        if s % group_size:
+            raise ValueError(f"sequences={s} is not a multiple of group_size={group_size}: "
+                             f"each step holds whole groups (prompts x {group_size})")
+    return list(sequences)
+
+
+def generation_share_sweep(sequences=(16, 32, 64, 128), *, config: GRPOConfig | None = None,
+                           task: Task | None = None, steps: int = 3, repeats: int = 3,
+                           base_params: dict | None = None, seed: int = 0) -> list[dict]:
+    """Generation's share of the toy's GRPO step, predicted and measured, batch by batch: for
+    each batch of s ``sequences`` (s / G prompts x G = ``config.group_size``), ``steps`` steps of
+    :func:`~rlmperf_lite.rl.train_grpo` from one warm-start (``base_params``; None: the first
+    batch's run warm-starts, 10-30 s, and the others reuse it), then per-op costs measured at
+    that batch and at the median-low width R of its steps (:func:`measure_toy_op_costs`,
+    ``repeats`` rounds). ``config`` defaults to ``GRPOConfig.for_cot()``, ``task`` to
+    :class:`~rlmperf_lite.tasks.CoTTask`. About 2 s on one core for the defaults, warm-start
+    excluded.
+
+    Returns:
+        One row per batch: ``sequences``, ``predicted_share`` (W(prefill + decode) / W),
+        ``measured_share`` (:func:`measured_generation_share` at R), ``verifier_share`` (the
+        predicted verifier's W / W, which the loop's ``rollout_s`` also times),
+        ``response_width`` R, ``predicted_s`` and ``measured_s`` (:func:`measured_step_s`).
+
+    Raises:
+        ValueError: ``sequences`` not a non-empty list of ints >= G and multiples of G;
+            ``steps`` or ``repeats`` < 1; ``config`` not a GRPOConfig; as the loop and
+            :func:`measure_toy_op_costs` (e.g. dynamic sampling).
+    """
+    config = GRPOConfig.for_cot() if config is None else config
+    if not isinstance(config, GRPOConfig):
+        raise ValueError(f"config must be a GRPOConfig (e.g. GRPOConfig.for_cot()), got "
+                         f"{type(config).__name__}")
+    sequences = _check_sequences(sequences, config.group_size)
+    check_int("steps", steps, 1)
+    check_int("repeats", repeats, 1)
+    task, rows = task or CoTTask(), []
+    for s in sequences:
+        c = replace(config, num_prompts=s // config.group_size, steps=steps, seed=seed)
+        run = train_grpo(c, task=task, base_params=base_params)
+        base_params = run.base_params                          # one warm-start for all
+        R = sorted(r["response_width"] for r in run.history)[(len(run.history) - 1) // 2]
+        measured, _ = measured_step_s(run.history, response_width=R)
+        costs = measure_toy_op_costs(c, run.params, task=task, response_width=R,
+                                     repeats=repeats, seed=seed)
+        wd = toy_step_workdepth(costs, measured_s=measured, measured_generation_share=(
+            measured_generation_share(run.history, response_width=R)))
+        rows.append({"sequences": s, "predicted_share": wd.predicted_generation_share,
+                     "measured_share": wd.measured_generation_share,
+                     "verifier_share": costs.reward_batch_s / wd.work_gpu_s,
+                     "response_width": R, "predicted_s": wd.predicted_s, "measured_s": measured})
+    return rows
