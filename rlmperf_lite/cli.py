@@ -36,6 +36,7 @@ __all__ = ["main"]
 ALGOS = {"ppo": (PPOConfig, train_ppo),
          **{name: (partial(GRPOConfig.variant, name), train_grpo)
             for name in GRPOConfig.VARIANTS}}
+TASKS = {"addition": AdditionTask, "cot": CoTTask}
 
 
 def _train_setup(args):
@@ -46,13 +47,13 @@ def _train_setup(args):
                                                "kl_coef") if getattr(args, k) is not None}
     if "group_size" in overrides and args.algo == "ppo":
         raise ValueError("--group-size applies to the GRPO family, not --algo ppo")
+    task = TASKS[args.task]()
     if args.task == "addition":
-        return config_cls(**overrides), train, AdditionTask()
+        return config_cls(**overrides), train, task
     if args.algo == "ppo" or args.runtime == "ray":
         raise ValueError("--task cot runs the GRPO family in this process: drop --algo ppo "
                          "and --runtime ray")
-    return (GRPOConfig.for_cot(**{**GRPOConfig.VARIANTS[args.algo], **overrides}), train,
-            CoTTask())
+    return GRPOConfig.for_cot(**{**GRPOConfig.VARIANTS[args.algo], **overrides}), train, task
 
 
 def _train(args) -> int:
@@ -361,7 +362,7 @@ def _train_parser(sub) -> None:
     """The ``train`` sub-command's flags."""
     tr = sub.add_parser("train", help="warm-start then RL-train the tiny LM on a toy task")
     tr.add_argument("--algo", choices=sorted(ALGOS), default="grpo")
-    tr.add_argument("--task", choices=["addition", "cot"], default="addition",
+    tr.add_argument("--task", choices=sorted(TASKS), default="addition",
                     help="addition (two 2-digit numbers) or cot (sum 2-6 digits, with or without "
                          "a chain of thought; its own defaults)")
     g, p = GRPOConfig(), PPOConfig()
