@@ -1,8 +1,8 @@
 """Generation's share of the step against the decode batch, on the reader's CPU and on GPUs
 (Chapters 5 and 6): the toy's share, predicted from per-op costs and
 measured (:func:`~rlmperf_lite.cost.generation_share_sweep`), next to the library's share for a
-7B-class model per sequences per GPU (:func:`~rlmperf_lite.cost.profiles.generation_share` of
-:func:`~rlmperf_lite.cost.profiles.profile_step_workdepth_s`). On both machines the decode batch
+7B-class model per sequences per GPU (:func:`~rlmperf_lite.cost.generation_share` of
+:func:`~rlmperf_lite.cost.profile_step_workdepth_s`). On both machines the decode batch
 per replica sets the share: the larger it is, the smaller generation's share."""
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ summed phase by phase, as the loop runs them (a barrier between two phases). On 
 loop runs every task in turn at its batch, so its own schedule takes W: the point prediction
 ``predicted_s`` set against the measured step. Generation's share of it, W(prefill + decode) / W,
 is set against the loop's own ``rollout_s`` / ``step_s``, batch by batch
-(:func:`generation_share_sweep`): the CPU's version of the sequences per GPU in decode.
+(:func:`~rlmperf_lite.cost.generation_share_sweep`): the CPU's version of the sequences per
+GPU in decode.
 """
 from __future__ import annotations
 
@@ -140,8 +141,8 @@ class ToyStepWorkDepth(StepTotals):
 
     @property
     def predicted_generation_share(self) -> float:
-        """Generation's share of the predicted step, W(prefill + decode) / W: the loop runs the
-        phases one after another on its one core, as ``predicted_s`` does."""
+        """The predicted step's generation share W(prefill + decode) / W (the loop runs the
+        phases one after another on its one core, as ``predicted_s`` does)."""
         return sum(p.work_gpu_s for p in self.phases if p.name in GENERATION_PHASES) \
             / self.work_gpu_s
 
@@ -431,7 +432,8 @@ def generation_share_sweep(sequences=(16, 32, 64, 128), *, config: GRPOConfig | 
     excluded.
 
     Returns:
-        One row per batch: ``sequences``, ``predicted_share`` (W(prefill + decode) / W),
+        A list of rows, one per batch, with ``sequences``, ``predicted_share``
+        (W(prefill + decode) / W),
         ``measured_share`` (:func:`measured_generation_share` at R), ``verifier_share`` (the
         predicted verifier's W / W, which the loop's ``rollout_s`` also times),
         ``response_width`` R, ``predicted_s`` and ``measured_s`` (:func:`measured_step_s`).
