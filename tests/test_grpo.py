@@ -87,7 +87,8 @@ def test_warm_start_stops_once_it_reaches_its_target():
     assert losses[-1] < losses[0]
 
 
-@pytest.mark.parametrize("variant", ["dr_grpo", "dapo", "rloo", "reinforce_pp"])
+@pytest.mark.parametrize("variant", ["dr_grpo", "dapo", "rloo", "reinforce_pp",
+                                     "reinforce_pp_baseline"])
 def test_each_grpo_variant_solves_the_task_from_the_cli(variant):
     """Issue (Part I): every member of the family reaches held-out greedy accuracy >= 0.9 with
     its default budget, from `rlmperf train --algo <variant>`."""
