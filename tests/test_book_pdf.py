@@ -79,6 +79,10 @@ def test_the_built_book_has_its_pdf_with_every_page_in_order(book_build):
     assert len(reader.pages) >= len(pages) == len(set(s for _, s in pages))
     for title, start in pages:                    # each page's first PDF page shows its title
         assert _flat(title) in _flat(reader.pages[start].extract_text()), title
+    # links lead within the book or to the web, never to the printing machine's files
+    targets = [where for _, where in _links(reader)]
+    assert not [t for t in targets if isinstance(t, str) and not t.startswith("http")]
+    assert sum(isinstance(t, int) for t in targets) > 100
 
 
 def test_the_intro_links_the_pdf_where_the_site_serves_it(book_build):
@@ -92,13 +96,32 @@ def test_the_intro_links_the_pdf_where_the_site_serves_it(book_build):
 
 
 def _tiny_site(root: Path) -> list[tuple[str, tuple[str, ...]]]:
-    """Two hand-made pages, the second two printed pages long; returns their ``pages``."""
+    """Two hand-made pages, the second two printed pages long, with links within a page,
+    across pages, to a file outside the book and to the web; returns their ``pages``."""
     (root / "sub").mkdir(parents=True)
-    (root / "one.html").write_text("<html><body><h1>First page</h1><p>Alpha.</p></body></html>")
+    (root / "one.html").write_text(
+        "<html><body><h1>First page</h1><p>Alpha. <a href='#end'>to the end</a> "
+        "<a href='sub/two.html#delta'>to Delta</a> <a href='sub/two.html'>to two</a></p>"
+        "<p id='end'>End.</p></body></html>")
     (root / "sub" / "two.html").write_text(
-        "<html><body><h1>Second page</h1><p>Beta.</p><details><summary>Folded</summary>"
-        "<p>Gamma, folded.</p></details><p style='break-before: page'>Delta.</p></body></html>")
+        "<html><body><h1>Second page</h1><p>Beta. <a href='../one.html'>back</a> "
+        "<a href='../_sources/two.txt'>source</a> <a href='https://example.org/'>web</a></p>"
+        "<details><summary>Folded</summary><p>Gamma, folded.</p></details>"
+        "<p id='delta' style='break-before: page'>Delta.</p></body></html>")
     return [("one.html", ("First page",)), ("sub/two.html", ("Part A", "Second page"))]
+
+
+def _links(reader) -> list[tuple[int, object]]:
+    """(page index, where it goes) of every link: a page index, a web address, or None."""
+    found = []
+    for i, page in enumerate(reader.pages):
+        for annot in page.get("/Annots") or []:
+            annot = annot.get_object()
+            if "/Dest" in annot:
+                found.append((i, reader.get_page_number(annot["/Dest"][0].get_object())))
+            else:
+                found.append((i, annot.get("/A", {}).get("/URI")))
+    return found
 
 
 @needs_chromium
@@ -111,8 +134,12 @@ def test_print_book_pdf_merges_the_pages_in_order_with_their_outline(tmp_path):
     assert count == len(reader.pages) == 3
     assert _outline(reader) == [("First page", 0, 0), ("Part A", 0, 1), ("Second page", 1, 1)]
     text = [_flat(p.extract_text()) for p in reader.pages]
-    assert text[0] == "First page Alpha." and text[2] == "Delta."
+    assert text[0].startswith("First page Alpha.") and text[2] == "Delta."
     assert "Beta." in text[1] and "Gamma, folded." in text[1]      # <details> printed open
+    # within the page, to an anchor of the next page, to its start; back; a file outside the
+    # book goes nowhere; the web address stays
+    assert _links(reader) == [(0, 0), (0, 2), (0, 1), (1, 0), (1, None),
+                              (1, "https://example.org/")]
 
 
 @needs_chromium

@@ -24,11 +24,21 @@ PDF_NAME = "rlmperf-foundations.pdf"
 # as in tests/test_browser.py: root needs --no-sandbox; the rest keep Chromium off the network
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-# unfold sphinx-togglebutton's folded blocks (solutions) and every <details>, then wait until
-# MathJax's first typesetting and the web fonts are done (a page without maths has no startup)
+# unfold sphinx-togglebutton's folded blocks (solutions) and every <details>; link every id
+# from a hidden block, so that Chromium makes a named destination of each (it names only link
+# targets) and links from other pages can land on it; then wait until MathJax's first
+# typesetting and the web fonts are done (a page without maths has no MathJax.startup)
 PREPARE_JS = """async () => {
     document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
     document.querySelectorAll('details').forEach(d => { d.open = true; });
+    const targets = document.createElement('div');
+    targets.style.display = 'none';
+    document.querySelectorAll('[id]').forEach(e => {
+        const a = document.createElement('a');
+        a.href = '#' + encodeURIComponent(e.id);
+        targets.appendChild(a);
+    });
+    document.body.appendChild(targets);
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
         await MathJax.startup.promise;
     }
@@ -50,7 +60,7 @@ def find_chromium() -> str | None:
 
 def print_page(page, html: Path, out: Path) -> None:
     """Print one built page ``html`` to the PDF file ``out`` (A4, with backgrounds)."""
-    page.goto(html.resolve().as_uri(), wait_until="load", timeout=TIMEOUT_MS)
+    page.goto(html.as_uri(), wait_until="load", timeout=TIMEOUT_MS)
     page.add_style_tag(content=PRINT_CSS)
     page.evaluate(PREPARE_JS)
     partial = out.with_suffix(".part")             # a cached page is always a whole one
@@ -58,16 +68,64 @@ def print_page(page, html: Path, out: Path) -> None:
     partial.replace(out)
 
 
-def merge_pdfs(parts: list[tuple[Path, tuple[str, ...]]], out_path: Path) -> int:
-    """Concatenate the PDF files of ``parts`` (path, outline titles) into ``out_path``, with a
-    nested outline: ``("Part I", "PPO")`` is an entry "PPO" under a shared "Part I".
-    Returns the number of pages written."""
-    from pypdf import PdfWriter
+def anchors(reader, first: int) -> dict[str, tuple[int, float | None]]:
+    """Where one printed page's anchors land in the book: {name: (page index, top)}, with the
+    page's start under ``""``. Chromium names a destination ``/id`` for an element ``id``."""
+    found = {"": (first, None)}
+    for name, dest in reader.named_destinations.items():
+        top = dest.get("/Top")
+        found[str(name).lstrip("/")] = (first + reader.get_destination_page_number(dest),
+                                        None if top is None else float(top))
+    return found
+
+
+def link_within(writer, owners: list[str], targets: dict[str, dict]) -> None:
+    """Point every link of the merged book at its page in the book: an anchor on the same page
+    (Chromium's named destinations, which repeat from page to page) or on another book page
+    (a ``file://`` address when printed). A ``file://`` link to anything else (a source file,
+    the index) is emptied: the printing machine's paths mean nothing to a reader."""
+    from urllib.parse import unquote
+
+    from pypdf.generic import ArrayObject, FloatObject, NameObject, NullObject
+    for owner, page in zip(owners, writer.pages):
+        for annot in page.get("/Annots") or []:
+            annot = annot.get_object()
+            action = annot.get("/A")
+            action = action.get_object() if action is not None else {}
+            if "/Dest" in annot and not isinstance(annot["/Dest"], ArrayObject):
+                base, name = owner, str(annot["/Dest"]).lstrip("/")
+            elif str(action.get("/URI", "")).startswith("file:"):
+                base, _, name = str(action["/URI"]).partition("#")
+                name = unquote(name)
+            else:
+                continue                          # a web address: kept as it is
+            annot.pop("/A", None)
+            where = targets.get(base, {})
+            target = where.get(name) or where.get("")
+            if target is None:
+                annot.pop("/Dest", None)
+                continue
+            index, top = target
+            ref = writer.pages[index].indirect_reference
+            annot[NameObject("/Dest")] = ArrayObject(
+                [ref, NameObject("/Fit")] if top is None else
+                [ref, NameObject("/XYZ"), NullObject(), FloatObject(top), NullObject()])
+
+
+def merge_pdfs(parts: list[tuple[Path, tuple[str, ...], str]], out_path: Path) -> int:
+    """Concatenate the PDF files of ``parts`` (path, outline titles, address of the page
+    printed) into ``out_path``, links pointing within the book, with a nested outline:
+    ``("Part I", "PPO")`` is an entry "PPO" under a shared "Part I". Returns the page count."""
+    from pypdf import PdfReader, PdfWriter
     writer = PdfWriter()
     parents: dict[tuple[str, ...], object] = {}
-    for path, outline in parts:
-        first = len(writer.pages)
-        writer.append(str(path), import_outline=False)
+    owners: list[str] = []
+    targets: dict[str, dict] = {}
+    for path, outline, uri in parts:
+        reader, first = PdfReader(path), len(writer.pages)
+        targets[uri] = anchors(reader, first)
+        writer.append(reader, import_outline=False)
+        owners += [uri] * (len(writer.pages) - first)
         for depth in range(1, len(outline)):     # the parts, shared by their pages
             key = outline[:depth]
             if key not in parents:
@@ -76,6 +134,9 @@ def merge_pdfs(parts: list[tuple[Path, tuple[str, ...]]], out_path: Path) -> int
         # the page itself, always its own entry (and the parent of its sub-pages)
         parents[outline] = writer.add_outline_item(outline[-1], first,
                                                    parent=parents.get(outline[:-1]))
+    link_within(writer, owners, targets)
+    if "/Names" in writer.root_object:            # the pages' names clash, and are now unused
+        writer.root_object["/Names"].get_object().pop("/Dests", None)
     writer.compress_identical_objects()          # shared fonts and images: a fifth smaller
     writer.page_mode = "/UseOutlines"
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +148,8 @@ def merge_pdfs(parts: list[tuple[Path, tuple[str, ...]]], out_path: Path) -> int
 def page_key(html: Path) -> str:
     """SHA-256 of a built page and of how it is printed: a page is printed again when either
     changes (its HTML names its assets by digest, so a changed stylesheet changes it too)."""
-    digest = hashlib.sha256((PRINT_CSS + PREPARE_JS + repr(MARGIN)).encode())
+    # the page's address too: its links to the other pages are file:// addresses
+    digest = hashlib.sha256((PRINT_CSS + PREPARE_JS + repr(MARGIN) + html.as_uri()).encode())
     digest.update(html.read_bytes())
     return digest.hexdigest()
 
@@ -123,19 +185,20 @@ def print_book_pdf(html_dir: Path, pages: list[tuple[str, tuple[str, ...]]], out
         RuntimeError: Chromium failed to start or to print a page (the page is named).
     """
     import tempfile
-    html_dir = Path(html_dir)
+    html_dir = Path(html_dir).resolve()
     missing = [rel for rel, _ in pages if not (html_dir / rel).is_file()]
     if missing:
         raise FileNotFoundError(f"book_pdf: no built page {missing[0]} in {html_dir}")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(cache_dir) if cache_dir is not None else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        parts = [(work / f"{page_key(html_dir / rel)}.pdf", outline) for rel, outline in pages]
-        todo = [(html_dir / rel, part) for (rel, _), (part, _) in zip(pages, parts)
+        parts = [(work / f"{page_key(html_dir / rel)}.pdf", outline, (html_dir / rel).as_uri())
+                 for rel, outline in pages]
+        todo = [(html_dir / rel, part) for (rel, _), (part, _, _) in zip(pages, parts)
                 if not part.is_file()]
         if todo:
             print_pages(todo, chromium)
-        for old in set(work.glob("*.pdf")) - {part for part, _ in parts}:
+        for old in set(work.glob("*.pdf")) - {part for part, _, _ in parts}:
             old.unlink()                          # pages that changed or left the book
         return merge_pdfs(parts, Path(out_path))
 
