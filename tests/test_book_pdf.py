@@ -207,3 +207,26 @@ def test_the_extension_prints_the_toctree_in_order_after_a_build(tmp_path):
     assert [(t, d) for t, d, _ in _outline(reader)] == [("Home", 0), ("Part A", 0),
                                                          ("Chapter one", 1)]
     assert "made of 2 pages" in status
+
+
+WIDGET_VIEW = "<script type='application/vnd.jupyter.widget-view+json'>{}</script>"
+
+
+@needs_chromium
+def test_a_page_is_printed_once_its_saved_widgets_are_drawn(tmp_path, monkeypatch):
+    from pypdf import PdfReader
+    monkeypatch.setattr(book_pdf, "TIMEOUT_MS", 5_000)
+    (tmp_path / "html").mkdir()
+    # drawn late, as the widgets' HTML manager draws them: into a div before the view's script
+    (tmp_path / "html" / "lab.html").write_text(
+        f"<html><body><h1>Lab</h1><div>{WIDGET_VIEW}</div><script>setTimeout(() => {{"
+        "const d = document.createElement('div'); d.className = 'widget-subarea';"
+        "d.textContent = 'slider drawn'; const s = document.querySelector('script[type]');"
+        "s.parentNode.insertBefore(d, s); }, 800);</script></body></html>")
+    book_pdf.print_book_pdf(tmp_path / "html", [("lab.html", ("Lab",))], tmp_path / "a.pdf",
+                            CHROMIUM)
+    assert "slider drawn" in PdfReader(tmp_path / "a.pdf").pages[0].extract_text()
+    (tmp_path / "html" / "lab.html").write_text(f"<html><body><h1>Lab</h1>{WIDGET_VIEW}")
+    with pytest.raises(RuntimeError, match="printing .*lab.html failed"):
+        book_pdf.print_book_pdf(tmp_path / "html", [("lab.html", ("Lab",))],
+                                tmp_path / "b.pdf", CHROMIUM)

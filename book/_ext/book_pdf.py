@@ -49,6 +49,11 @@ PRINT_CSS = """@media print {
     pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
     img, svg, .cell_output { max-width: 100% !important; }
 }"""
+# the labs' saved widgets: the HTML manager (_static/ipywidgets/embed.js) renders each view
+# into a div.widget-subarea just before its script
+WIDGETS_DRAWN_JS = """() => Array.from(document.querySelectorAll(
+    'script[type="application/vnd.jupyter.widget-view+json"]')).every(
+    s => s.previousElementSibling && s.previousElementSibling.classList.contains('widget-subarea'))"""
 MARGIN = {"top": "15mm", "bottom": "15mm", "left": "12mm", "right": "12mm"}
 TIMEOUT_MS = 120_000
 
@@ -61,6 +66,7 @@ def find_chromium() -> str | None:
 def print_page(page, html: Path, out: Path) -> None:
     """Print one built page ``html`` to the PDF file ``out`` (A4, with backgrounds)."""
     page.goto(html.as_uri(), wait_until="load", timeout=TIMEOUT_MS)
+    page.wait_for_function(WIDGETS_DRAWN_JS, timeout=TIMEOUT_MS)
     page.add_style_tag(content=PRINT_CSS)
     page.evaluate(PREPARE_JS)
     partial = out.with_suffix(".part")             # a cached page is always a whole one
@@ -149,7 +155,8 @@ def page_key(html: Path) -> str:
     """SHA-256 of a built page and of how it is printed: a page is printed again when either
     changes (its HTML names its assets by digest, so a changed stylesheet changes it too)."""
     # the page's address too: its links to the other pages are file:// addresses
-    digest = hashlib.sha256((PRINT_CSS + PREPARE_JS + repr(MARGIN) + html.as_uri()).encode())
+    how = PRINT_CSS + PREPARE_JS + WIDGETS_DRAWN_JS + repr(MARGIN) + html.as_uri()
+    digest = hashlib.sha256(how.encode())
     digest.update(html.read_bytes())
     return digest.hexdigest()
 
