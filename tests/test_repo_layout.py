@@ -67,7 +67,7 @@ def test_top_level_entries_are_the_allowed_set():
 
 # Build and test tools: in requirements.txt, never in the reader's set on Binder.
 BUILD_AND_TEST_TOOLS = {"playwright", "pytest", "nbval", "hypothesis", "jupyter-book",
-                        "django-static-mathjax"}
+                        "django-static-mathjax", "pypdf"}
 # import name -> the distribution of binder/requirements.txt that installs it, where they differ
 # (IPython comes with ipykernel; rlmperf_lite is the "-e ." line).
 DISTRIBUTION_OF = {"IPython": "ipykernel", "vl_convert": "vl-convert-python",
