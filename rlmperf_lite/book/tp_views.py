@@ -84,13 +84,13 @@ def tp_block_rows(cache, log) -> list[dict]:
                   "lines": ["g", "fwd: all-reduce", f"{g_bytes:,.0f} B per rank", "bwd: identity"]}]
         for r in range(tp):
             x, wqkv, wo, q, y = (cache["att"][r][i] for i in (0, 1, 2, 3, 7))
-            (h, w_up), (u, w_down) = cache["mlp"][r][0], cache["mlp"][r][2]
+            (_, w_up), (u, w_down) = cache["mlp"][r][0], cache["mlp"][r][2]
             col, row = ((["q, k, v of its heads", f"{_shape(q)} each", f"wqkv {_shape(wqkv)}"],
-                         [f"y_{r} wo_{r}: partial sum", _shape(x),
+                         [f"y_{r} wo_{r}", f"partial sum {_shape(x)}",
                           f"y_{r} {_shape(y)}, wo {_shape(wo)}"])
                         if block == "attention" else
                         ([f"φ(X A_{r})", _shape(u), f"A_{r} = w_up {_shape(w_up)}"],
-                         [f"φ(X A_{r}) B_{r}: partial sum", _shape(x),
+                         [f"φ(X A_{r}) B_{r}", f"partial sum {_shape(x)}",
                           f"B_{r} = w_down {_shape(w_down)}"]))
             rows += [{"block": block, "column": c, "rank": r, "bytes": None, "lines": lines}
                      for c, lines in ((0, ["X", _shape(x)]), (2, col), (3, row),
@@ -139,7 +139,8 @@ def tp_block_chart(cache, log, *, title: str | None = None):
                         ranks.transform_filter(alt.datum.block == b)).properties(
         width=640, height=95 * tp, title=b) for b in ("attention", "MLP")]
     return alt.vconcat(*panels).properties(
-        title=title or f"Megatron's f and g on tp = {tp} ranks (one block of the toy model)")
+        title=title or f"Megatron's f and g on tp = {tp} ranks (one block of the toy model)"
+    ).configure_view(stroke=None)
 
 
 def bytes_by_axis_chart(bytes_by_axis: dict, *, title: str = "Bytes each rank sent in one step"):
