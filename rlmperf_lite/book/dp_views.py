@@ -1,7 +1,8 @@
 """Views of Chapter 7 (data parallelism, ZeRO and FSDP): the simulated ring as a table, bytes
-per rank and model-state bytes per GPU as charts, the live calculator (ipywidgets) and its
-no-kernel twin (a grid the library evaluates when the book is built). They take results of
-:mod:`rlmperf_lite.parallel` and :mod:`rlmperf_lite.cost` and hold no formulas of their own.
+per rank and model-state bytes per GPU as charts (and what each ZeRO stage shards), the live
+calculator (ipywidgets) and its no-kernel twin (a grid the library evaluates when the book is
+built). They take results of :mod:`rlmperf_lite.parallel` and :mod:`rlmperf_lite.cost` and hold
+no formulas of their own.
 """
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Charts, tables and calculators of the RL-system simulator (book Chapters 10 and 11). They
 display what :mod:`rlmperf_lite.sim` computes and hold no formulas of their own: a Gantt chart
 of a simulated run (one lane per pool and per rollout replica, with the number of sequences
-running in the engine underneath), utilisation per pool, a comparison table, a live widget and
-a no-kernel calculator evaluated over a grid when the book is built.
+running in the engine underneath), utilisation per pool, a comparison table, a live widget,
+a no-kernel calculator evaluated over a grid when the book is built, and the weight sync's data
+path hop by hop (from :func:`rlmperf_lite.cost.weight_sync_breakdown`).
 
     from rlmperf_lite.book.sim_views import timeline_chart, utilisation_chart
     timeline_chart(simulate(system, workload, steps=4), steps=(2, 3))

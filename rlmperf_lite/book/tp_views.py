@@ -1,8 +1,8 @@
 """Views of Chapter 8 (tensor, sequence and context parallelism): bytes per rank by mesh axis,
-the activation formulas per layer, the causal work of ring attention per rank, step time against
-tp, the live calculator (ipywidgets) and its no-kernel twin (a grid the library evaluates when
-the book is built). They take results of :mod:`rlmperf_lite.parallel` and
-:mod:`rlmperf_lite.cost` and hold no formulas of their own.
+the activation formulas per layer, Megatron's f and g on a split block, ring attention per rank
+and step by step, step time against tp, the live calculator (ipywidgets) and its no-kernel twin
+(a grid the library evaluates when the book is built). They take results of
+:mod:`rlmperf_lite.parallel` and :mod:`rlmperf_lite.cost` and hold no formulas of their own.
 """
 from __future__ import annotations
 
