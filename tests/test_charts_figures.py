@@ -12,8 +12,19 @@ from rlmperf_lite.book import (brent_bounds_chart, figure_html, length_histogram
                                phase_roofline_chart, step_timeline_chart)
 from rlmperf_lite.book.charts import (brent_bound_rows, length_histogram_rows,
                                       phase_roofline_rows, step_timeline_rows)
-from rlmperf_lite.cost import (estimate_rl_step, expected_max_length, hardware_preset,
-                               rl_step_workdepth)
+from rlmperf_lite.book.dp_views import zero_shard_chart, zero_shard_rows
+from rlmperf_lite.book.sim_views import SYNC_HOPS, weight_sync_path_chart, weight_sync_path_rows
+from rlmperf_lite.book.tp_views import (ring_steps_chart, ring_steps_rows, tp_block_chart,
+                                        tp_block_rows)
+from rlmperf_lite.nn import init_params
+from rlmperf_lite.rl import GRPOConfig
+from rlmperf_lite.parallel import (ProcessGroup, ring_attention_forward, ring_attention_work,
+                                   sequence_shards, shard_params_tp, split_sequence,
+                                   tp_block_backward, tp_block_forward)
+from rlmperf_lite.cost import (ModelConfig, ParallelPlan, TrainWorkload, estimate_rl_step,
+                               expected_max_length, hardware_preset, memory_per_gpu,
+                               model_state_breakdown, reshard_bytes_per_gpu, rl_step_workdepth,
+                               switch_breakdown, weight_sync_breakdown, weight_sync_time_s)
 
 REPO = Path(__file__).resolve().parents[1]
 STEP = dict(actor="qwen2.5-7b", hardware="h100", prompts=32, group_size=16, prompt_len=512,
@@ -110,6 +121,129 @@ def test_roofline_places_each_phase_at_its_intensity_and_estimated_rate(est):
         assert r["flops_per_s"] <= min(h100.peak("bf16"),
                                        r["intensity"] * h100.hbm_bandwidth_bytes_per_s) * 1.000001
     assert phases in _values(phase_roofline_chart(est))
+
+
+def test_zero_shard_rows_are_memory_per_gpu_and_shard_what_the_zero_paper_says():
+    qwen = ModelConfig.preset("qwen2.5-7b")                 # Chapter 7's node: 8 H100s
+    wl = TrainWorkload(global_batch=512, seq_len=4608, micro_batch_size=1)
+    node = {s: memory_per_gpu(qwen, ParallelPlan(dp=8, zero_stage=s, microbatches=64,
+                                                 recompute="full"), wl) for s in range(4)}
+    rows = zero_shard_rows(node)
+    by = {(r["stage"], r["part"]): r for r in rows}
+    names = ["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"]
+    for s, name in enumerate(names):
+        ends = [r for r in rows if r["stage"] == name]
+        assert ends[-1]["end_bytes"] == pytest.approx(node[s].total_bytes, rel=1e-12)
+        assert [round(r["bytes"]) for r in ends] == [round(node[s].weights_bytes),
+                                                      round(node[s].grads_bytes),
+                                                      round(node[s].optimizer_bytes),
+                                                      round(node[s].activation_bytes)]
+        states = model_state_breakdown(qwen.num_params(), 8, s)   # ZeRO paper, Section 5
+        assert by[name, "weights"]["bytes"] == pytest.approx(states["weights_bytes"], rel=1e-12)
+        assert by[name, "optimizer states"]["bytes"] == pytest.approx(states["optimizer_bytes"],
+                                                                      rel=1e-12)
+    sharded = {(r["stage"], r["part"]) for r in rows if r["sharded"]}
+    assert sharded == {("ZeRO-1", "optimizer states"), ("ZeRO-2", "optimizer states"),
+                       ("ZeRO-2", "gradients"), ("ZeRO-3", "optimizer states"),
+                       ("ZeRO-3", "gradients"), ("ZeRO-3", "weights")}
+    assert all(r["factor"] == pytest.approx(8) for r in rows if r["sharded"])
+    assert [round(node[s].total_bytes / 1e9, 1) for s in range(4)] == [126.4, 46.4, 33.1, 19.8]
+    values = _values(zero_shard_chart(node))
+    assert any(len(v) == 16 and v[0]["bytes"] == rows[0]["bytes"] for v in values)
+    with pytest.raises(ValueError, match="stage 0"):
+        zero_shard_rows({1: node[1]})
+
+
+def test_ring_steps_rows_are_the_forward_pass_own_schedule_and_work():
+    """Each cell is what ring_attention_forward did at that step: the K/V chunk of rank
+    (r - step) mod cp (Liu et al. 2023, Algorithm 1), and the causal blocks it computed."""
+    cp = 4
+    q, k, v = np.random.default_rng(0).standard_normal((3, 2, 4, 16, 8))   # (n, H, T, Dh)
+    caches = {}
+    for layout in ("contiguous", "zigzag"):
+        _, caches[layout] = ring_attention_forward(
+            *(split_sequence(a, cp, layout) for a in (q, k, v)), ProcessGroup(cp), layout=layout)
+    rows = ring_steps_rows(caches)
+    assert len(rows) == 2 * cp * cp
+    for layout, cache in caches.items():
+        got = {(r["step"], r["rank"]): r for r in rows if r["layout"] == layout}
+        for step in range(cp):
+            assert sorted(got[step, r]["kv_owner"] for r in range(cp)) == list(range(cp))
+            for r in range(cp):
+                assert got[step, r]["kv_owner"] == (r - step) % cp
+                assert got[step, r]["blocks"] == cache["work_by_step"][step, r]
+        per_rank = [sum(got[s, r]["blocks"] for s in range(cp)) for r in range(cp)]
+        np.testing.assert_array_equal(per_rank, ring_attention_work(cp, layout))
+        assert all(got[0, r]["blocks"] == 1 for r in range(cp))     # its own diagonal block
+    contiguous = {(r["step"], r["rank"]): r["blocks"] for r in rows if r["layout"] == "contiguous"}
+    assert all(contiguous[s, r] == (1.0 if s <= r else 0.0)          # the future is masked
+               for s in range(cp) for r in range(cp))
+    assert {r["blocks"] for r in rows if r["layout"] == "zigzag" and r["step"] > 0} == {0.5}
+    assert any(len(vals) == len(rows) and vals[0]["kv_owner"] == rows[0]["kv_owner"]
+               for vals in _values(ring_steps_chart(caches)))
+    with pytest.raises(ValueError, match="caches"):
+        ring_steps_rows({"contiguous": {"work": np.ones(cp)}})
+
+
+@pytest.mark.parametrize("tp", [2, 4])
+def test_tp_block_rows_show_each_ranks_shards_and_the_logged_all_reduces(tp):
+    """Shoeybi et al. 2019, Section 3: w_up by columns, w_down by rows, attention by heads;
+    f and g each one all-reduce of the (n, T, D) activation, 2 (tp - 1) / tp S bytes a rank."""
+    cfg = GRPOConfig().model                                 # the toy LM: D 64, F 256, 4 heads
+    rng = np.random.default_rng(0)
+    params = init_params(cfg, rng, dtype=np.float64)
+    x = rng.standard_normal((3, 8, cfg.hidden_size))          # (n, T, D)
+    shards, group = shard_params_tp(params, cfg, tp), ProcessGroup(tp)
+    _, cache = tp_block_forward([x] * tp, shards, 1, cfg, group)
+    tp_block_backward([x] * tp, cache)
+    rows = tp_block_rows(cache, group.log)
+    ops = [r for r in rows if r["rank"] is None]
+    assert [(r["block"], r["lines"][0]) for r in ops] == [("attention", "f"), ("attention", "g"),
+                                                          ("MLP", "f"), ("MLP", "g")]
+    assert {r["bytes"] for r in ops} == {2 * (tp - 1) / tp * x.nbytes}
+    assert sum(r["bytes"] for r in ops) == group.log.bytes_by_op()["all_reduce"][0]
+    F, D, n_T = cfg.intermediate_size, cfg.hidden_size, 3 * 8
+    for r in range(tp):
+        box = {(b["block"], b["column"]): b["lines"] for b in rows if b["rank"] == r}
+        assert box["MLP", 2][1:] == [f"({n_T}, {F // tp})",
+                                     f"A_{r} = w_up {tuple(shards[r]['h1.w_up'].shape)}"]
+        assert shards[r]["h1.w_up"].shape == (D, F // tp)       # column-parallel
+        assert box["MLP", 3][2] == f"B_{r} = w_down {(F // tp, D)}"  # row-parallel
+        assert box["attention", 2][1] == f"(3, {cfg.num_heads // tp}, 8, {D // cfg.num_heads}) each"
+        assert box["attention", 2][2] == f"wqkv {tuple(shards[r]['h1.wqkv'].shape)}"
+        assert box["MLP", 0] == ["X", "(3, 8, 64)"] and box["MLP", 5] == ["output", "(3, 8, 64)"]
+    assert any(len(v) == len(rows) for v in _values(tp_block_chart(cache, group.log)))
+    _, sp_cache = tp_block_forward(sequence_shards(x, tp), shards, 1, cfg, ProcessGroup(tp),
+                                   sp=True)
+    with pytest.raises(ValueError, match="without sp"):
+        tp_block_rows(sp_cache, group.log)
+
+
+def test_weight_sync_path_rows_are_the_breakdowns_hops():
+    m = ModelConfig.preset("qwen2.5-7b")                     # Chapter 10's two systems
+    setups = {"colocated": (ParallelPlan(dp=32, zero_stage=3), {}),
+              "apart": (ParallelPlan(dp=24, zero_stage=3),
+                        {"mode": "disaggregated", "rollout_gpus": 8})}
+    syncs = {k: weight_sync_breakdown(m, "h100", plan, 1, **kw) for k, (plan, kw) in setups.items()}
+    rows = weight_sync_path_rows(syncs)
+    w = 2.0 * m.num_params()
+    for label, b in syncs.items():
+        mine = sorted((r for r in rows if r["sync"] == label), key=lambda r: r["column"])
+        assert [r["name"] for r in mine] == ["trainer shards", *SYNC_HOPS, "engine layout"]
+        assert [r["seconds"] for r in mine[1:5]] == [b.stages[h] for h in SYNC_HOPS]
+        plan, kw = setups[label]
+        assert sum(r["seconds"] for r in mine[1:5]) == pytest.approx(
+            weight_sync_time_s(m, "h100", plan, 1, **kw))
+        assert sum(r["share"] for r in mine[1:5]) == pytest.approx(1.0)
+        assert mine[0]["bytes"] == pytest.approx(w / b.inputs["gather_ranks"])   # ZeRO-3 shard
+        assert mine[-1]["bytes"] == reshard_bytes_per_gpu(m, plan, 1, mode="disaggregated")
+        assert mine[-1]["bytes"] == w                        # an engine of one GPU per replica
+    apart = {r["name"]: r for r in rows if r["sync"] == "apart"}
+    assert apart["transfer"]["bytes"] == w and apart["transfer"]["share"] > 0.8   # the network
+    assert {r["name"]: r["bytes"] for r in rows if r["sync"] == "colocated"}["transfer"] == 0.0
+    assert any(len(v) == len(rows) for v in _values(weight_sync_path_chart(syncs)))
+    with pytest.raises(ValueError, match="weight_sync_breakdown"):
+        weight_sync_path_rows({"switch": switch_breakdown(m, "h100", 8, 1)})
 
 
 def test_figure_html_is_an_inline_svg_with_no_script(est):

@@ -96,6 +96,26 @@ def test_bucketed_broadcast_and_colocated_handover():
                                             / 450e9 + 339 * C["per_tensor_s"])
 
 
+def test_stage_bytes_are_what_each_hop_moves_per_gpu():
+    m = model_preset("qwen2.5-7b")
+    w = 2.0 * m.num_params()
+    fsdp = weight_sync_breakdown(m, H100, ParallelPlan(dp=16, zero_stage=3), 2,
+                                 mode="disaggregated", rollout_gpus=16)
+    assert fsdp.stage_bytes == pytest.approx({             # ring all-gather: (k - 1) / k of 2N
+        "gather": w * 15 / 16, "convert": 0.0, "transfer": w, "load": w / 2})
+    assert fsdp.stage_bytes["load"] == reshard_bytes_per_gpu(m, ParallelPlan(dp=16, zero_stage=3),
+                                                             2, mode="disaggregated")
+    mega = weight_sync_breakdown(m, H100, ParallelPlan(dp=8, tp=2), 2, mode="disaggregated",
+                                 backend="megatron", rollout_gpus=16, bucketed=True)
+    assert mega.stage_bytes["gather"] == pytest.approx(w / 2) and mega.stage_bytes["convert"] == w
+    colo = weight_sync_breakdown(m, H100, ParallelPlan(dp=16, zero_stage=3), 2)
+    assert colo.stage_bytes["transfer"] == 0.0             # IPC handles: no bytes cross GPUs
+    assert weight_sync_breakdown(m, H100, ParallelPlan(dp=16, zero_stage=3), 2,
+                                 bucketed=True).stage_bytes["transfer"] == w   # packed buckets
+    sw = switch_breakdown(m, H100, 8, 2, trainer_offload=True)
+    assert sw.stage_bytes == {"engine": w / 2, "trainer": 16 * m.num_params() / 8}
+
+
 def test_bandwidth_method_is_the_old_reshard_bound():
     m, plan = model_preset("qwen2.5-7b"), ParallelPlan(dp=32, zero_stage=3)
     for mode in ("colocated", "disaggregated"):

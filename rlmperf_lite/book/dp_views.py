@@ -1,7 +1,8 @@
 """Views of Chapter 7 (data parallelism, ZeRO and FSDP): the simulated ring as a table, bytes
-per rank and model-state bytes per GPU as charts, the live calculator (ipywidgets) and its
-no-kernel twin (a grid the library evaluates when the book is built). They take results of
-:mod:`rlmperf_lite.parallel` and :mod:`rlmperf_lite.cost` and hold no formulas of their own.
+per rank and model-state bytes per GPU as charts (and what each ZeRO stage shards), the live
+calculator (ipywidgets) and its no-kernel twin (a grid the library evaluates when the book is
+built). They take results of :mod:`rlmperf_lite.parallel` and :mod:`rlmperf_lite.cost` and hold
+no formulas of their own.
 """
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import itertools
 
 import altair as alt
 
+from ..checks import check_choice
 from ..cost import (ModelConfig, ParallelPlan, TrainWorkload, hardware_preset, hardware_presets,
                     memory_per_gpu, model_presets, train_step_time)
 from .static_calculators import bound_controls, grid_data
 from .widgets import wire
 
 __all__ = ["MEMORY_PARTS", "DP_WORKLOAD", "ring_table_html", "zero_comm_chart",
-           "state_bytes_chart", "dp_scaling_chart", "dp_plan_results", "dp_summary_html",
+           "state_bytes_chart", "zero_shard_rows", "zero_shard_chart", "dp_scaling_chart", "dp_plan_results", "dp_summary_html",
            "dp_widget", "dp_grid", "dp_grid_chart"]
 
 MEMORY_PARTS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activation_bytes")
@@ -96,6 +98,79 @@ def state_bytes_chart(parts: dict, *, hbm_bytes: float | None = None,
         bars = bars + rule
     return bars.properties(width=420, height=28 * len(parts) + 30, title=title)
 
+
+_ZERO_NAME = {0: "DDP", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3"}
+
+
+def zero_shard_rows(memories: dict) -> list[dict]:
+    """``memories``: {ZeRO stage: :class:`~rlmperf_lite.cost.TrainMemory`} of one plan at
+    stages 0 to 3 (stage 0 included: it is what the others shard). One row per stage and part
+    of :data:`MEMORY_PARTS`: ``stage`` (DDP, ZeRO-1 ...), ``part``, ``bytes``, ``start_bytes``
+    and ``end_bytes`` (running sums; the last end is the stage's ``total_bytes``), ``sharded``
+    (fewer bytes than at stage 0) and ``factor`` (stage 0's bytes over these, the dp degree
+    when sharded, 1 when not).
+
+    Raises:
+        ValueError: ``memories`` without stage 0, or with a stage outside 0..3.
+    """
+    if not isinstance(memories, dict) or 0 not in memories:
+        raise ValueError("memories must be {zero stage: TrainMemory} with stage 0 (DDP) in it")
+    for s in memories:
+        check_choice("memories' stages", s, tuple(_ZERO_NAME))
+    full, rows = memories[0].as_dict(), []
+    for s, mem in sorted(memories.items()):
+        d, start = mem.as_dict(), 0.0
+        for k in MEMORY_PARTS:
+            b = float(d[k])
+            rows.append({"stage": _ZERO_NAME[s], "part": _PART_LABEL[k], "bytes": b,
+                         "start_bytes": start, "end_bytes": start + b,
+                         "sharded": b < full[k], "factor": full[k] / b if b else 1.0,
+                         "total_bytes": float(mem.total_bytes)})
+            start += b
+    return rows
+
+
+def zero_shard_chart(memories: dict, *, hbm_bytes: float | None = None,
+                     title: str = "What each ZeRO stage shards, bytes per GPU"):
+    """Two panels from :func:`zero_shard_rows`: left, a grid of stage x model state, each cell
+    the GB one GPU holds, marked "all" (replicated) or "1/dp" (sharded); right, each stage's
+    stacked bytes per GPU with activations, labelled with its total (``hbm_bytes``: the
+    device's memory as a dashed rule)."""
+    rows = zero_shard_rows(memories)
+    for r in rows:
+        r["holds"] = f"1/{r['factor']:.0f}" if r["sharded"] else "all"
+        r["cell"] = f"{r['bytes'] / 1e9:.1f} GB, {r['holds']}"
+    stages = list(dict.fromkeys(r["stage"] for r in rows))
+    parts = [_PART_LABEL[k] for k in MEMORY_PARTS]
+    y = alt.Y("stage:N", sort=stages, title=None)
+    size = {"width": 420, "height": 30 * len(stages)}
+    cells = alt.Chart(alt.Data(values=[r for r in rows if r["part"] != "activations"]))
+    x_cell = alt.X("part:N", sort=parts[:3], title=None, axis=alt.Axis(orient="top",
+                                                                        labelAngle=0))
+    grid = cells.mark_rect(stroke="white", strokeWidth=2).encode(
+        x=x_cell, y=y, color=alt.Color("sharded:N", scale=alt.Scale(
+            domain=[False, True], range=["#f2b6a0", "#9ecae9"]), legend=alt.Legend(
+            title="model states", labelExpr="datum.value ? 'sharded over dp' : 'replicated'")),
+        tooltip=["stage:N", "part:N", "holds:N", alt.Tooltip("bytes:Q", format=".4~s")])
+    grid = (grid + cells.mark_text(fontSize=11).encode(x=x_cell, y=y, text="cell:N")
+            ).properties(**size)
+    top = max(r["total_bytes"] for r in rows) * 1.15
+    bars = alt.Chart(alt.Data(values=rows)).mark_bar(height=18).encode(
+        y=y, x=alt.X("start_bytes:Q", title="bytes per GPU", scale=alt.Scale(domain=[0, top]),
+                     axis=alt.Axis(tickCount=5,
+                                   labelExpr="format(datum.value / 1e9, '.0f') + ' GB'")),
+        x2="end_bytes:Q", color=alt.Color("part:N", sort=parts, title="memory"),
+        tooltip=["stage:N", "part:N", alt.Tooltip("bytes:Q", format=".4~s")])
+    ends = [r for r in rows if r["part"] == parts[-1]]
+    layers = bars + alt.Chart(alt.Data(values=ends)).mark_text(
+        align="left", dx=4, fontSize=11).encode(y=y, x="end_bytes:Q", text="label:N"
+                                                ).transform_calculate(
+        label="format(datum.total_bytes / 1e9, '.1f') + ' GB'")
+    if hbm_bytes is not None:
+        layers += alt.Chart(alt.Data(values=[{"bytes": float(hbm_bytes)}])).mark_rule(
+            color="firebrick", strokeDash=[4, 3]).encode(x="bytes:Q")
+    return alt.vconcat(grid, layers.properties(**size)).resolve_scale(
+        color="independent").properties(title=title)
 
 def dp_scaling_chart(steps: dict, *, title: str = "One training step against dp"):
     """``steps``: {dp: TrainStepTime}. Compute, data-parallel communication (all of it and the

@@ -1,8 +1,9 @@
 """Charts, tables and calculators of the RL-system simulator (book Chapters 10 and 11). They
 display what :mod:`rlmperf_lite.sim` computes and hold no formulas of their own: a Gantt chart
 of a simulated run (one lane per pool and per rollout replica, with the number of sequences
-running in the engine underneath), utilisation per pool, a comparison table, a live widget and
-a no-kernel calculator evaluated over a grid when the book is built.
+running in the engine underneath), utilisation per pool, a comparison table, a live widget,
+a no-kernel calculator evaluated over a grid when the book is built, and the weight sync's data
+path hop by hop (from :func:`rlmperf_lite.cost.weight_sync_breakdown`).
 
     from rlmperf_lite.book.sim_views import timeline_chart, utilisation_chart
     timeline_chart(simulate(system, workload, steps=4), steps=(2, 3))
@@ -446,3 +447,91 @@ def placement_grid_chart(rows: list[dict], *, start: dict | None = None,
 
 
 __all__ += ["STEP_TIME", "THROUGHPUT", "PLACEMENT_GRID"]
+
+
+# ---- the weight sync's data path (book section sec-weight-sync-mechanism) --------------------
+SYNC_HOPS = ("gather", "convert", "transfer", "load")
+"""The stages of :func:`~rlmperf_lite.cost.weight_sync_breakdown`, in the order the bytes go."""
+
+
+def weight_sync_path_rows(syncs: dict) -> list[dict]:
+    """``syncs``: {label: :class:`~rlmperf_lite.cost.StageBreakdown` of a weight sync}. One row
+    per label and box, left to right: ``column`` 0 the trainer's shard (2N over the gather's
+    ranks), 1-4 the hops of :data:`SYNC_HOPS` with their ``seconds`` and ``bytes`` per GPU
+    (``stages``, ``stage_bytes``) and ``share`` of the sync's total, 5 the engine's shard
+    (``inputs["engine_shard_bytes"]``); ``name`` and ``lines`` label the box.
+
+    Raises:
+        ValueError: ``syncs`` empty, or an entry that is not a weight sync's breakdown.
+    """
+    if not isinstance(syncs, dict) or not syncs:
+        raise ValueError("syncs must be a non-empty {label: weight_sync_breakdown(...)}")
+    rows = []
+    for label, b in syncs.items():
+        if getattr(b, "kind", None) != "weight sync" or set(b.stages) != set(SYNC_HOPS):
+            raise ValueError(f"syncs[{label!r}] must be a weight_sync_breakdown result")
+        inp = b.inputs
+        ipc = inp["mode"] == "colocated" and not inp["bucketed"]
+        how = {"gather": f"all-gather over {inp['gather_ranks']}",
+               "convert": "Megatron to HF layout" if inp["backend"] == "megatron" else
+               "none (HF names)",
+               "transfer": ("IPC handles" if ipc else "IPC, buckets") if inp["mode"] == "colocated"
+               else "broadcast, buckets" if inp["bucketed"] else "broadcast per tensor",
+               "load": f"load_weights, tp {inp['infer_tp']}"}
+        trainer = b.weight_bytes / inp["gather_ranks"]
+        rows.append({"sync": label, "column": 0, "name": "trainer shards", "bytes": trainer,
+                     "seconds": None, "share": None,
+                     "lines": ["trainer shards", f"{trainer / 1e9:.2f} GB per rank"]})
+        for c, hop in enumerate(SYNC_HOPS, start=1):
+            sec, moved = b.stages[hop], b.stage_bytes[hop]
+            rows.append({"sync": label, "column": c, "name": hop, "bytes": moved,
+                         "seconds": sec, "share": sec / b.total_s,
+                         "lines": [hop, how[hop], f"{moved / 1e9:.2f} GB, {sec * 1e3:.1f} ms"]})
+        shard = inp["engine_shard_bytes"]
+        rows.append({"sync": label, "column": 5, "name": "engine layout", "bytes": shard,
+                     "seconds": b.total_s, "share": None,
+                     "lines": ["engine layout", f"{shard / 1e9:.2f} GB per GPU",
+                               f"sync {b.total_s:.3f} s"]})
+    return rows
+
+
+def weight_sync_path_chart(syncs: dict, *, title: str = "The weight sync's data path"):
+    """Each sync of ``syncs`` as a row of boxes (:func:`weight_sync_path_rows`): the trainer's
+    shards, the four hops with their bytes per GPU and milliseconds, shaded by their share of
+    the sync's time, and the engine's layout with the total."""
+    rows = weight_sync_path_rows(syncs)
+    labels = list(syncs)
+    for r in rows:
+        r["x"], r["x2"], r["xc"] = 1.25 * r["column"], 1.25 * r["column"] + 1.05, \
+            1.25 * r["column"] + 0.525
+        r["y"] = labels.index(r["sync"])
+    x = {"scale": alt.Scale(domain=[-0.05, 7.35]), "axis": None}
+    y_scale = alt.Scale(domain=[len(labels) - 0.55, -0.7])
+    y = alt.Y("y:Q", axis=None, scale=y_scale)
+    base = alt.Chart(alt.Data(values=rows))
+    hops = base.transform_filter(alt.datum.share != None).mark_rect(  # noqa: E711 (Vega)
+        cornerRadius=4, stroke="gray").encode(
+        x=alt.X("x:Q", **x), x2="x2:Q", y=alt.Y("y0:Q", axis=None, scale=y_scale), y2="y1:Q",
+        color=alt.Color("share:Q", title="share of the sync", scale=alt.Scale(
+            domain=[0, 1], range=["#fff5eb", "#e6550d"]), legend=alt.Legend(format="%")),
+        tooltip=["sync:N", "name:N", alt.Tooltip("seconds:Q", format=".4f"),
+                 alt.Tooltip("bytes:Q", format=".4~s")]).transform_calculate(
+        y0="datum.y - 0.3", y1="datum.y + 0.3")
+    ends = base.transform_filter(alt.datum.share == None).mark_rect(  # noqa: E711
+        cornerRadius=4, stroke="gray", color="#eeeeee").encode(
+        x=alt.X("x:Q", **x), x2="x2:Q", y=alt.Y("y0:Q", axis=None, scale=y_scale),
+        y2="y1:Q").transform_calculate(y0="datum.y - 0.3", y1="datum.y + 0.3")
+    text = base.mark_text(fontSize=10, lineHeight=12).encode(
+        x=alt.X("xc:Q", **x), y=y, text="lines:N")
+    links = alt.Chart(alt.Data(values=[{"x": 1.25 * c + 1.05, "x2": 1.25 * (c + 1), "y": k}
+                                       for k in range(len(labels)) for c in range(5)])
+                      ).mark_rule(color="gray").encode(x=alt.X("x:Q", **x), x2="x2:Q", y=y)
+    names = alt.Chart(alt.Data(values=[{"sync": s, "y": k - 0.33, "x": 0}
+                                       for k, s in enumerate(labels)])).mark_text(
+        align="left", baseline="bottom", dy=-2, fontSize=11, fontWeight="bold").encode(
+        x=alt.X("x:Q", **x), y=y, text="sync:N")
+    return alt.layer(links, ends, hops, text, names).properties(
+        width=700, height=110 * len(labels), title=title).configure_view(stroke=None)
+
+
+__all__ += ["SYNC_HOPS", "weight_sync_path_rows", "weight_sync_path_chart"]

@@ -1,8 +1,8 @@
 """Views of Chapter 8 (tensor, sequence and context parallelism): bytes per rank by mesh axis,
-the activation formulas per layer, the causal work of ring attention per rank, step time against
-tp, the live calculator (ipywidgets) and its no-kernel twin (a grid the library evaluates when
-the book is built). They take results of :mod:`rlmperf_lite.parallel` and
-:mod:`rlmperf_lite.cost` and hold no formulas of their own.
+the activation formulas per layer, Megatron's f and g on a split block, ring attention per rank
+and step by step, step time against tp, the live calculator (ipywidgets) and its no-kernel twin
+(a grid the library evaluates when the book is built). They take results of
+:mod:`rlmperf_lite.parallel` and :mod:`rlmperf_lite.cost` and hold no formulas of their own.
 """
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from ..cost import (HardwareSpec, ModelConfig, ParallelPlan, TrainWorkload, hard
 from .static_calculators import bound_controls, grid_data
 from .widgets import wire
 
-__all__ = ["TP_WORKLOAD", "TIME_PARTS", "shard_shapes_html", "bytes_by_axis_chart",
-           "activation_chart", "ring_work_chart", "tp_scaling_chart", "tp_plan_results",
+__all__ = ["TP_WORKLOAD", "TIME_PARTS", "shard_shapes_html", "tp_block_rows", "tp_block_chart",
+           "bytes_by_axis_chart",
+           "activation_chart", "ring_work_chart", "ring_steps_rows", "ring_steps_chart",
+           "tp_scaling_chart", "tp_plan_results",
            "tp_summary_html", "tp_widget", "tp_grid", "tp_grid_chart"]
 
 TP_WORKLOAD = {"gpus": 64, "global_batch": 512, "micro_batch_size": 1, "zero_stage": 1,
@@ -50,6 +52,95 @@ def shard_shapes_html(shards_per_rank: list, block: int = 0) -> str:
             f"<td>{' x '.join(str(d) for d in s[k].shape)}</td>" for s in shards_per_rank)
         + "</tr>" for k in names)
     return f"<table>{head}{rows}</table>"
+
+
+def _shape(a) -> str:
+    return "(" + ", ".join(str(d) for d in a.shape) + ")"
+
+
+def tp_block_rows(cache, log) -> list[dict]:
+    """The boxes of Megatron's split block (Shoeybi et al. 2019, Fig. 3), from one run of
+    :func:`~rlmperf_lite.parallel.tp_block_forward` (its ``cache``, without sequence
+    parallelism) and :func:`~rlmperf_lite.parallel.tp_block_backward` (its group's ``log``,
+    holding the block's four all-reduces: g of attention and of the MLP forward, f of the MLP
+    and of attention backward). One row per box: ``block`` ("attention", "MLP"), ``column``
+    (0 input, 1 f, 2 column-parallel, 3 row-parallel, 4 g, 5 output), ``rank`` (None for f and
+    g, which span the ranks), ``lines`` (its label, with the rank's shapes from the cache's
+    arrays) and ``bytes`` (f's and g's all-reduce, bytes per rank from the log).
+
+    Raises:
+        ValueError: a cache with sequence parallelism, or a log without the four all-reduces.
+    """
+    calls = [c for c in log.calls if c["op"] == "all_reduce"]
+    if cache.get("sp") or len(calls) != 4 or len(log.calls) != 4:
+        raise ValueError("cache and log must come from one tp_block_forward and tp_block_backward "
+                         "without sp (four all-reduces in the log)")
+    tp, ar = len(cache["att"]), [float(c["bytes_per_rank"][0]) for c in calls]
+    rows = []
+    for block, g_bytes, f_bytes in (("attention", ar[0], ar[3]), ("MLP", ar[1], ar[2])):
+        rows += [{"block": block, "column": 1, "rank": None, "bytes": f_bytes,
+                  "lines": ["f", "fwd: identity", "bwd: all-reduce", f"{f_bytes:,.0f} B per rank"]},
+                 {"block": block, "column": 4, "rank": None, "bytes": g_bytes,
+                  "lines": ["g", "fwd: all-reduce", f"{g_bytes:,.0f} B per rank", "bwd: identity"]}]
+        for r in range(tp):
+            x, wqkv, wo, q, y = (cache["att"][r][i] for i in (0, 1, 2, 3, 7))
+            (_, w_up), (u, w_down) = cache["mlp"][r][0], cache["mlp"][r][2]
+            col, row = ((["q, k, v of its heads", f"{_shape(q)} each", f"wqkv {_shape(wqkv)}"],
+                         [f"y_{r} wo_{r}", f"partial sum {_shape(x)}",
+                          f"y_{r} {_shape(y)}, wo {_shape(wo)}"])
+                        if block == "attention" else
+                        ([f"φ(X A_{r})", _shape(u), f"A_{r} = w_up {_shape(w_up)}"],
+                         [f"φ(X A_{r}) B_{r}", f"partial sum {_shape(x)}",
+                          f"B_{r} = w_down {_shape(w_down)}"]))
+            rows += [{"block": block, "column": c, "rank": r, "bytes": None, "lines": lines}
+                     for c, lines in ((0, ["X", _shape(x)]), (2, col), (3, row),
+                                      (5, ["output", _shape(x)]))]
+    return rows
+
+
+def tp_block_chart(cache, log, *, title: str | None = None):
+    """Megatron's f and g on the tp ranks of a block (:func:`tp_block_rows`), one panel per
+    sub-block: each rank's tensors left to right, the column-parallel product, the
+    row-parallel one giving a partial sum, f before and g after, spanning the ranks."""
+    rows = tp_block_rows(cache, log)
+    tp = 1 + max(r["rank"] for r in rows if r["rank"] is not None)
+    width = {0: 0.8, 1: 1.1, 2: 1.5, 3: 1.5, 4: 1.1, 5: 0.8}
+    left = {0: 0.0, 1: 1.0, 2: 2.3, 3: 4.0, 4: 5.7, 5: 7.0}
+    for r in rows:
+        r["x"], r["x2"] = left[r["column"]], left[r["column"]] + width[r["column"]]
+        r["xc"] = r["x"] + width[r["column"]] / 2
+        lo, hi = (0, tp - 1) if r["rank"] is None else (r["rank"], r["rank"])
+        r["y"], r["y2"], r["yc"] = lo - 0.4, hi + 0.4, (lo + hi) / 2
+        r["kind"] = "f, g (all-reduce)" if r["rank"] is None else \
+            {0: "replicated", 5: "replicated", 2: "column-parallel", 3: "row-parallel"}[r["column"]]
+    arrows = [{"block": b, "x": left[c] + width[c], "x2": left[c + 1], "y": k}
+              for b in ("attention", "MLP") for c in range(5) for k in range(tp)]
+    def x(field):
+        return alt.X(f"{field}:Q", axis=None, scale=alt.Scale(domain=[-0.6, 7.9]))
+
+    def y(field):
+        return alt.Y(f"{field}:Q", axis=None, scale=alt.Scale(domain=[tp - 0.5, -0.5]))
+    boxes = alt.Chart(alt.Data(values=rows)).mark_rect(cornerRadius=4, stroke="gray").encode(
+        x=x("x"), x2="x2:Q", y=y("y"), y2="y2:Q", color=alt.Color("kind:N", title=None, scale=alt.Scale(
+            domain=["replicated", "column-parallel", "row-parallel", "f, g (all-reduce)"],
+            range=["#eeeeee", "#9ecae9", "#c7e9c0", "#fdd0a2"])))
+    text = alt.Chart(alt.Data(values=rows)).mark_text(fontSize=10, lineHeight=12).encode(
+        x=x("xc"), y=y("yc"), text="lines:N")
+    links = alt.Chart(alt.Data(values=arrows)).mark_rule(color="gray").encode(
+        x=x("x"), x2="x2:Q", y=y("y"))
+    ranks = alt.Chart(alt.Data(values=[{"block": b, "rank": f"rank {k}", "y": k}
+                                       for b in ("attention", "MLP") for k in range(tp)])
+                      ).mark_text(align="right", dx=-4, fontSize=10).encode(
+        x=alt.X("x:Q", axis=None, scale=alt.Scale(domain=[-0.6, 7.9])), y=y("y"),
+        text="rank:N").transform_calculate(x="0")
+    panels = [alt.layer(links.transform_filter(alt.datum.block == b),
+                        boxes.transform_filter(alt.datum.block == b),
+                        text.transform_filter(alt.datum.block == b),
+                        ranks.transform_filter(alt.datum.block == b)).properties(
+        width=640, height=95 * tp, title=b) for b in ("attention", "MLP")]
+    return alt.vconcat(*panels).properties(
+        title=title or f"Megatron's f and g on tp = {tp} ranks (one block of the toy model)"
+    ).configure_view(stroke=None)
 
 
 def bytes_by_axis_chart(bytes_by_axis: dict, *, title: str = "Bytes each rank sent in one step"):
@@ -90,6 +181,61 @@ def ring_work_chart(work: dict, *, title: str = "Causal attention blocks each ra
         color=alt.Color("layout:N", sort=list(work), title=None),
         tooltip=["layout:N", "rank:O", alt.Tooltip("blocks:Q", format=".2f")],
     ).properties(width=360, height=200, title=title)
+
+
+def ring_steps_rows(caches: dict) -> list[dict]:
+    """``caches``: {layout: the cache of :func:`~rlmperf_lite.parallel.ring_attention_forward`}
+    (``cache["ring"]`` of ``cp_attention_forward``). One row per layout, ring step and rank:
+    ``layout``, ``step``, ``rank``, ``kv_owner`` (whose K/V chunk the rank holds then, from
+    ``cache["kv_owner"]``), ``blocks`` (the (T/cp)^2 score blocks it computes against it,
+    ``cache["work_by_step"]``: 1, a half with zigzag, 0 where the causal mask hides the whole
+    chunk) and ``rank_blocks`` (its total over the steps, ``cache["work"]``).
+
+    Raises:
+        ValueError: ``caches`` empty, or a cache without the per-step arrays.
+    """
+    if not isinstance(caches, dict) or not caches:
+        raise ValueError("caches must be a non-empty {layout: ring_attention_forward cache}")
+    rows = []
+    for layout, c in caches.items():
+        if not isinstance(c, dict) or "work_by_step" not in c or "kv_owner" not in c:
+            raise ValueError(f"caches[{layout!r}] must be the cache ring_attention_forward "
+                             f"returns (with work_by_step and kv_owner)")
+        cp = len(c["work"])
+        rows += [{"layout": layout, "step": step, "rank": r,
+                  "kv_owner": int(c["kv_owner"][step, r]),
+                  "blocks": float(c["work_by_step"][step, r]),
+                  "rank_blocks": float(c["work"][r])}
+                 for step in range(cp) for r in range(cp)]
+    return rows
+
+
+def ring_steps_chart(caches: dict, *, title: str = "Ring attention step by step"):
+    """A rank x step grid per layout (:func:`ring_steps_rows`): each cell names the K/V chunk
+    the rank holds at that step and is shaded by the score blocks it computes against it; the
+    label at each row's end is the rank's total, the slowest rank sets the pace."""
+    rows = ring_steps_rows(caches)
+    for r in rows:
+        r["cell"] = f"K/V {r['kv_owner']}"
+        r["total"] = f"{r['rank_blocks']:g} block{'' if r['rank_blocks'] == 1 else 's'}"
+    last = max(r["step"] for r in rows)
+    y = alt.Y("rank:O", title="cp rank")
+    base = alt.Chart()
+    cells = base.mark_rect(stroke="white", strokeWidth=2).encode(
+        x=alt.X("step:O", title="ring step", axis=alt.Axis(labelAngle=0)), y=y,
+        color=alt.Color("blocks:Q", title="blocks computed", scale=alt.Scale(
+            domain=[0, 1], range=["#f7f7f7", "#3182bd"])),
+        tooltip=["layout:N", "step:O", "rank:O", "kv_owner:O",
+                 alt.Tooltip("blocks:Q", format=".2f")])
+    text = base.mark_text(fontSize=11).encode(
+        x="step:O", y=y, text="cell:N",
+        color=alt.condition(alt.datum.blocks > 0.6, alt.value("white"), alt.value("black")))
+    totals = base.mark_text(align="left", dx=36, fontSize=11).encode(
+        x="step:O", y=y, text="total:N").transform_filter(alt.datum.step == last)
+    return alt.layer(cells, text, totals, data=alt.Data(values=rows)).properties(
+        width=56 * (last + 1), height=34 * (last + 1)).facet(
+        column=alt.Column("layout:N", title=None, sort=list(caches),
+                          header=alt.Header(labelFontSize=12))).properties(title=title)
 
 
 def tp_scaling_chart(steps: dict, *, title: str = "One training step against tp"):

@@ -129,7 +129,7 @@ def num_weight_tensors(model: ModelConfig) -> int:
 @dataclass(frozen=True)
 class StageBreakdown:
     """Seconds per named stage, in order (a sync: gather, convert, transfer, load; a switch:
-    engine, trainer), and the inputs that set them."""
+    engine, trainer), the bytes each stage handles per GPU, and the inputs that set them."""
 
     kind: str
     stages: dict
@@ -137,6 +137,12 @@ class StageBreakdown:
     weight_bytes: float
     """The bytes of the full bf16 weights, 2N."""
     inputs: dict = field(default_factory=dict, compare=False)
+    stage_bytes: dict = field(default_factory=dict, compare=False)
+    """Per stage (keys of ``stages``), the weight bytes it handles on one GPU. A sync's gather
+    receives (k - 1) / k of 2N over its k ranks; convert rewrites 2N (Megatron) or nothing;
+    transfer sends 2N (a broadcast, or colocated buckets) or nothing (an IPC handle per
+    tensor); load copies the engine's shard. A switch moves the engine's and the trainer's
+    bytes over the host link."""
 
     @property
     def total_s(self) -> float:
@@ -212,16 +218,19 @@ def weight_sync_breakdown(actor, hardware, train_plan: ParallelPlan, infer_tp: i
     shard = reshard_bytes_per_gpu(actor, train_plan, infer_tp, mode="disaggregated",
                                   weight_bytes=weight_bytes)
     w, n_t = float(weight_bytes) * actor.num_params(), num_weight_tensors(actor)
-    hbm = hw.hbm_bandwidth_bytes_per_s
+    hbm, k = hw.hbm_bandwidth_bytes_per_s, _gather_ranks(train_plan, backend)
     stages = {
-        "gather": allgather_time_s(w, hw, _gather_ranks(train_plan, backend)),
+        "gather": allgather_time_s(w, hw, k),
         "convert": 2.0 * w / hbm if backend == "megatron" else 0.0,   # read + write each byte
         "transfer": _transfer(hw, c, w, n_t, mode, bucketed, train_plan.gpus, rollout_gpus),
         "load": n_t * c["load_per_tensor_s"] + 2.0 * shard / hbm,
     }
+    moved = {"gather": w * (1 - 1 / k), "convert": w if backend == "megatron" else 0.0,
+             "transfer": w if mode == "disaggregated" or bucketed else 0.0, "load": shard}
     return StageBreakdown("weight sync", stages, n_t, w, dict(
         mode=mode, backend=backend, bucketed=bucketed, infer_tp=infer_tp,
-        rollout_gpus=rollout_gpus, train_gpus=train_plan.gpus, engine_shard_bytes=shard))
+        rollout_gpus=rollout_gpus, train_gpus=train_plan.gpus, engine_shard_bytes=shard,
+        gather_ranks=k), moved)
 
 
 def weight_sync_time_s(actor, hardware, train_plan: ParallelPlan, infer_tp: int, *,
@@ -280,7 +289,8 @@ def switch_breakdown(actor, hardware, gpus: int, infer_tp: int, *, trainer_offlo
                           float(weight_bytes) * actor.num_params(),
                           dict(gpus=gpus, infer_tp=infer_tp, sleep_level=sleep_level,
                                trainer_offload=trainer_offload, engine_bytes=engine_bytes,
-                               trainer_bytes=trainer_bytes))
+                               trainer_bytes=trainer_bytes),
+                          {"engine": engine_bytes, "trainer": trainer_bytes})
 
 
 def switch_time_s(actor, hardware, gpus: int, infer_tp: int, **kw) -> float:

@@ -165,7 +165,9 @@ def ring_attention_forward(q_chunks, k_chunks, v_chunks, group: ProcessGroup,
         (out_chunks, cache) — out_chunks, cp arrays (n, H, T/cp, Dh), softmax(q k^T / sqrt(Dh)) v
         for rank r's queries; cache, a dict for :func:`ring_attention_backward`, whose
         ``cache["work"]`` (cp,) holds the score blocks each rank computed (units of a (T/cp)^2
-        block, cf. :func:`ring_attention_work`).
+        block, cf. :func:`ring_attention_work`), ``cache["work_by_step"]`` (cp, cp) the same
+        per ring step and rank, and ``cache["kv_owner"]`` (cp, cp) int the rank whose K/V chunk
+        each rank held at each step.
     Raises:
         ValueError: chunks of unequal length (T not divisible by cp) or a bad layout.
     """
@@ -175,10 +177,11 @@ def ring_attention_forward(q_chunks, k_chunks, v_chunks, group: ProcessGroup,
     out = [np.zeros_like(q) for q in q_chunks]                           # cp x (n, H, Tc, Dh)
     lse = [np.full((n, H, Tc), -np.inf, dtype=q.dtype) for q in q_chunks]  # cp x (n, H, Tc)
     kv = [np.stack([k, v]) for k, v in zip(k_chunks, v_chunks)]          # cp x (2, n, H, Tc, Dh)
-    work = np.zeros(cp)
+    work = np.zeros((cp, cp))                                            # (step, rank)
+    owner = np.zeros((cp, cp), dtype=int)                                # (step, rank)
     for step in range(cp):
         for r in range(cp):
-            j = (r - step) % cp                                          # owner of the K/V held
+            j = owner[step, r] = (r - step) % cp                         # owner of the K/V held
             rows, cols, mask = _block(pos[r], pos[j], causal)
             if not rows.any():
                 continue                                                 # all in the future
@@ -191,11 +194,12 @@ def ring_attention_forward(q_chunks, k_chunks, v_chunks, group: ProcessGroup,
                                   out[r][:, :, rows] +
                                   np.exp(lse_blk - lse_new)[..., None] * out_blk)
             lse[r][:, :, rows] = lse_new
-            work[r] += rows.sum() * cols.sum() / Tc ** 2
+            work[step, r] = rows.sum() * cols.sum() / Tc ** 2
         if step < cp - 1:                                                # pass K/V to r + 1
             kv = _ring_pass(kv, group)
     cache = {"q": list(q_chunks), "k": list(k_chunks), "v": list(v_chunks), "out": out,
-             "lse": lse, "pos": pos, "causal": causal, "work": work}
+             "lse": lse, "pos": pos, "causal": causal, "work": work.sum(axis=0),
+             "work_by_step": work, "kv_owner": owner}
     return out, cache
 
 
