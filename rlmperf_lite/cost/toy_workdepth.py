@@ -481,9 +481,10 @@ def measure_batching(params: dict, prompts, cfg, *, num_slots: int, seeds, max_n
     thread as the loops run it.
 
     Returns:
-        ``static`` and ``continuous`` (:class:`~rlmperf_lite.nn.BatchingStats`; the waves'
-        summed, S rows a step), ``static_s`` and ``continuous_s`` (s), ``same_outputs`` (every
-        row's tokens and mask equal), ``lengths`` (n,) and ``wave_widths`` (each wave's R).
+        A dict with ``static`` and ``continuous`` (:class:`~rlmperf_lite.nn.BatchingStats`;
+        the waves' summed, S rows a step), ``static_s`` and ``continuous_s`` (s),
+        ``same_outputs`` (every row's tokens and mask equal), ``lengths`` (n,) and
+        ``wave_widths`` (each wave's R).
     Raises:
         ValueError: S not a multiple of G that divides n, ``repeats`` < 1, and as the samplers.
     """
