@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from rlmperf_lite.cost import measure_batching
 from rlmperf_lite.nn import (BatchingStats, TinyLMConfig, generate, generate_continuous,
                              init_params, static_batching_stats, token_logps)
 from rlmperf_lite.tasks import AdditionTask
@@ -153,3 +154,49 @@ def test_generate_seeds_and_rng_together_raise(model):
     with pytest.raises(ValueError, match="rng"):
         generate(params, prompts, cfg, max_new_tokens=3, eos_id=TASK.eos_id, pad_id=TASK.pad_id,
                  rng=np.random.default_rng(0), seeds=[1, 2])
+
+
+def test_measure_batching_counts_match_a_hand_count(model):
+    """measure_batching (cost.toy_workdepth): static waves of S rows and S continuous slots,
+    against a count by hand from the rows' lengths (waves decode to their longest; the slots
+    by the FIFO schedule above)."""
+    cfg, params = model
+    prompts, _ = TASK.sample_prompts(np.random.default_rng(0), 4)        # B = 4, G = 3: n = 12
+    seeds = list(range(100, 112))
+    args = dict(max_new_tokens=8, eos_id=TASK.eos_id, pad_id=TASK.pad_id, group_size=G)
+    lengths = generate(params, prompts, cfg, seeds=seeds, **args).completion_mask.sum(axis=1)
+    lengths = lengths.astype(int)
+    assert len(set(lengths)) > 1
+    out = measure_batching(params, prompts, cfg, num_slots=6, seeds=seeds, repeats=1, **args)
+    assert out["same_outputs"] and out["lengths"].tolist() == lengths.tolist()
+    widths = [max(lengths[:6]), max(lengths[6:])]                       # two waves of 6 rows
+    assert out["wave_widths"] == widths
+    s, c = out["static"], out["continuous"]
+    assert (s.num_slots, s.row_steps, s.padding_row_steps) == (
+        6, 6 * sum(widths), 6 * sum(widths) - lengths.sum())
+    steps = _fifo_schedule(lengths, 6)
+    assert (c.num_slots, c.row_steps, c.padding_row_steps) == (6, 6 * steps,
+                                                               6 * steps - lengths.sum())
+    assert c.padding_row_steps <= s.padding_row_steps
+    assert out["static_s"] > 0 and out["continuous_s"] > 0
+    # S = n: one wave, the static batch of the loop
+    one = measure_batching(params, prompts, cfg, num_slots=12, seeds=seeds, repeats=1, **args)
+    assert one["wave_widths"] == [lengths.max()] and one["static"] == static_batching_stats(
+        generate(params, prompts, cfg, seeds=seeds, **args))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"num_slots": 4}, "multiple of group_size=3"),
+    ({"num_slots": 9}, "divides the 12 rows"),
+    ({"num_slots": 2}, "num_slots"),
+    ({"repeats": 0}, "repeats"),
+    ({"seeds": [1, 2]}, "seeds"),
+])
+def test_measure_batching_bad_input_raises(model, kwargs, match):
+    cfg, params = model
+    prompts, _ = TASK.sample_prompts(np.random.default_rng(0), 4)
+    args = dict(num_slots=6, seeds=list(range(12)), max_new_tokens=5, eos_id=TASK.eos_id,
+                pad_id=TASK.pad_id, group_size=G, repeats=1)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        measure_batching(params, prompts, cfg, **args)

@@ -4,6 +4,7 @@ a key that notebook glues, and a format (myst-nb reads ``path::key`` without one
 
 import json
 import re
+from ast import literal_eval
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,39 @@ def test_every_cross_document_glue_reference_resolves(page):
         if notebook not in keys:
             keys[notebook] = _glued_keys(notebook)
         assert key in keys[notebook], f"{page.name}: {notebook.name} glues no {key!r}"
+
+
+def _glued_text(notebook: Path) -> dict:
+    """{name: text/plain} of what ``myst_nb.glue`` recorded in a committed notebook."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return {o["metadata"]["scrapbook"]["name"]:
+            "".join(o["data"].get("application/papermill.record/text/plain", ""))
+            for c in cells for o in c.get("outputs", ()) if "scrapbook" in o.get("metadata", {})}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_number_format_gets_a_number(page):
+    """myst-nb formats the glued text/plain after ``ast.literal_eval``: a numpy scalar's repr
+    (``np.float64(3.2)``) stays a string, and ``:.1f`` on it fails only in the full build.
+    Glue ``float(x)`` / ``int(x)``."""
+    texts = {}
+    for ref in GLUE_REF.findall(page.read_text(encoding="utf-8")):
+        path, _, rest = ref.partition("::")
+        key, _, fmt = rest.partition(":")
+        if "::" not in ref or not fmt or fmt[-1] not in "bcdoxXeEfFgGn%":
+            continue
+        notebook = (page.parent / path).resolve()
+        if notebook not in texts:
+            texts[notebook] = _glued_text(notebook) if notebook.is_file() else {}
+        if key in texts[notebook]:
+            try:
+                value = literal_eval(texts[notebook][key])
+            except (SyntaxError, ValueError):
+                value = None
+            kinds = int if fmt[-1] in "bcdoxX" else (int, float)    # format(2.0, "d") fails
+            assert isinstance(value, kinds) and not isinstance(value, bool), (
+                f"{page.name}: {notebook.name} glues {key!r} as {texts[notebook][key]!r}, "
+                f"not a number its format {fmt!r} takes: glue float(...) or int(...)")
 
 
 def test_the_check_sees_the_book_glue():

@@ -68,7 +68,8 @@ def share_by_batch_chart(cpu_rows: list, gpu_rows: list, *,
     rows = share_rows(cpu_rows, gpu_rows)
     return alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         x=alt.X("sequences:Q", title="sequences in decode (per step on the CPU, per GPU)",
-                scale=alt.Scale(type="log", base=2)),
+                scale=alt.Scale(type="log", base=2),
+                axis=alt.Axis(values=sorted({r["sequences"] for r in rows}))),  # the points
         y=alt.Y("share:Q", title="generation share of the step", axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("series:N", title=None, sort=["predicted", "measured", "library"]),

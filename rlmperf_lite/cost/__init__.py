@@ -28,7 +28,7 @@ from .profiles import (LOOP_PHASES, MeasuredPhase, MeasuredProfile, cpu_as_fp32_
                        toy_step_kwargs)
 from .presets import model_preset, model_presets, preset_record, resolve_model
 from .toy_workdepth import (ToyOpCosts, ToyStepWorkDepth, best_of_s,
-                            generation_share_sweep, measure_toy_op_costs,
+                            generation_share_sweep, measure_batching, measure_toy_op_costs,
                             measured_generation_share, measured_step_s, toy_step_prediction,
                             toy_step_workdepth)
 from .collective import (COLLECTIVES, algorithm_bandwidth, bus_bandwidth,
@@ -81,7 +81,8 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "toy_step_kwargs", "measured_profile", "MeasuredProfile", "MeasuredPhase",
            "LOOP_PHASES", "ToyOpCosts", "ToyStepWorkDepth", "best_of_s", "measure_toy_op_costs",
            "measured_step_s", "toy_step_prediction", "toy_step_workdepth",
-           "measured_generation_share", "generation_share_sweep", "GENERATION_PHASES",
+           "measured_generation_share", "generation_share_sweep", "measure_batching",
+           "GENERATION_PHASES",
            # parallelism: book sections sec-dp-workdepth, sec-tp-workdepth, sec-pp-workdepth
            "COLLECTIVES", "collective_time_s", "collective_bytes_per_rank",
            "algorithm_bandwidth", "bus_bandwidth", "tree_all_reduce_time_s",

@@ -29,9 +29,11 @@ import time
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..checks import check_int, check_number
-from ..nn import COUNTER, AdamW, clip_grad_norm, copy_params, generate, token_logps
+from ..nn import (COUNTER, AdamW, BatchingStats, clip_grad_norm, copy_params, generate,
+                  generate_continuous, static_batching_stats, token_logps)
 from ..rl.common import blas_limits
 from ..rl.grpo import (GRPOConfig, accumulate_grads, frac_reward_zero_std, step_advantages,
                        train_grpo)
@@ -42,7 +44,7 @@ from .workdepth_s import PhaseWorkDepth, StepTotals
 
 __all__ = ["ToyOpCosts", "ToyStepWorkDepth", "best_of_s", "measure_toy_op_costs",
            "toy_step_workdepth", "measured_step_s", "measured_generation_share",
-           "toy_step_prediction", "generation_share_sweep"]
+           "toy_step_prediction", "generation_share_sweep", "measure_batching"]
 
 
 def best_of_s(ops: dict, repeats: int = 15) -> dict:
@@ -466,3 +468,61 @@ def generation_share_sweep(sequences=(16, 32, 64, 128), *, config: GRPOConfig | 
                      "verifier_share": costs.reward_batch_s / wd.work_gpu_s,
                      "response_width": R, "predicted_s": wd.predicted_s, "measured_s": measured})
     return rows
+
+
+def measure_batching(params: dict, prompts, cfg, *, num_slots: int, seeds, max_new_tokens: int,
+                     eos_id: int, pad_id: int, group_size: int = 1, temperature: float = 1.0,
+                     repeats: int = 5) -> dict:
+    """The static sampler against the continuous one at the same S = ``num_slots`` decode rows,
+    on the same prompts (B, P) and per-row ``seeds`` (n = B G): :func:`~rlmperf_lite.nn.generate`
+    in waves of S / G prompts (each wave decodes to its longest row) and
+    :func:`~rlmperf_lite.nn.generate_continuous` with S slots (book section
+    :ref:`sec-stragglers`). Wall times are :func:`best_of_s` of ``repeats`` rounds, BLAS on one
+    thread as the loops run it.
+
+    Returns:
+        A dict with ``static`` and ``continuous`` (:class:`~rlmperf_lite.nn.BatchingStats`;
+        the waves' summed, S rows a step), ``static_s`` and ``continuous_s`` (s),
+        ``same_outputs`` (every row's tokens and mask equal), ``lengths`` (n,) and
+        ``wave_widths`` (each wave's R).
+    Raises:
+        ValueError: S not a multiple of G that divides n, ``repeats`` < 1, and as the samplers.
+    """
+    check_int("group_size", group_size, 1)
+    check_int("num_slots", num_slots, group_size)
+    check_int("repeats", repeats, 1)
+    n = len(prompts) * group_size
+    if num_slots % group_size or n % num_slots:
+        raise ValueError(f"num_slots={num_slots} must be a multiple of group_size={group_size} "
+                         f"that divides the {n} rows (a wave holds whole groups)")
+    args = dict(max_new_tokens=max_new_tokens, eos_id=eos_id, pad_id=pad_id,
+                group_size=group_size, temperature=temperature)
+    per, seeds = num_slots // group_size, list(seeds)
+
+    def static():                                       # waves of S rows, one after another
+        return [generate(params, prompts[i:i + per], cfg, **args,
+                         seeds=seeds[i * group_size:(i + per) * group_size])
+                for i in range(0, len(prompts), per)]
+
+    def continuous():
+        return generate_continuous(params, prompts, cfg, num_slots=num_slots, seeds=seeds,
+                                   **args)
+    with threadpool_limits(limits=1, user_api="blas"):
+        waves, (cont, cont_stats) = static(), continuous()
+        times = best_of_s({"static": static, "continuous": continuous}, repeats=repeats)
+    same, start = True, 0
+    for w in waves:                     # a row's tokens past its wave's width are all padding
+        rows, width = slice(start, start + len(w.tokens)), w.tokens.shape[1]
+        same &= bool(np.array_equal(cont.tokens[rows, :width], w.tokens)
+                     and np.array_equal(cont.completion_mask[rows, :width - w.prompt_len],
+                                        w.completion_mask)
+                     and not cont.completion_mask[rows, width - w.prompt_len:].any())
+        start += len(w.tokens)
+    wave_stats = [static_batching_stats(w) for w in waves]
+    return {"static": BatchingStats(num_slots=num_slots,
+                                    num_steps=sum(s.num_steps for s in wave_stats),
+                                    kept_tokens=sum(s.kept_tokens for s in wave_stats)),
+            "continuous": cont_stats, "static_s": times["static"],
+            "continuous_s": times["continuous"], "same_outputs": same,
+            "lengths": cont.completion_mask.sum(axis=1).astype(np.int64),
+            "wave_widths": [s.num_steps for s in wave_stats]}
