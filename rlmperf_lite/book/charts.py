@@ -482,13 +482,13 @@ def mismatch_curves_chart(runs: dict, *, title: str | None = None):
     for metric, label in MISMATCH_METRICS.items():
         acc = metric == "eval_accuracy"
         panels.append(alt.Chart(alt.Data(values=[r for r in rows if r["metric"] == metric]))
-                      .mark_line(point=acc, strokeWidth=1.5).encode(
+                      .mark_line(strokeWidth=2 if acc else 1.2).encode(
             x=alt.X("step:Q", title="step"),
-            y=alt.Y("value:Q", title=label,
+            y=alt.Y("value:Q", title=label, axis=alt.Axis(format=".2f" if acc else ".0e"),
                     scale=alt.Scale(zero=False) if acc else alt.Scale(type="log")),
             color=alt.Color("method:N", title="old log-probs", sort=methods),
             strokeDash=alt.StrokeDash("seed:N", title="seed"),
             tooltip=["method:N", "seed:N", "step:Q", alt.Tooltip("value:Q", format=".3g")])
             .properties(width=460, height=170 if acc else 130))
     return alt.vconcat(*panels).resolve_scale(color="shared", strokeDash="shared").properties(
-        title=title or "Four ways to take the old log-probs, from one warm-start per seed")
+        title=title or "Held-out accuracy and the engine–trainer mismatch, by method and seed")
