@@ -290,3 +290,27 @@ def test_glue_figure_with_doc_shows_another_documents_output_as_a_numbered_figur
     figure = page[page.index('<figure'):page.index('</figure>')]
     assert 'id="fig-test"' in figure and "<svg" in figure and "A caption from the model." in figure
     assert "Fig. 1" in page                                 # numbered, and the {numref} resolves
+
+
+def test_mismatch_curves_hold_each_runs_logged_accuracy_and_kl():
+    from rlmperf_lite.book import mismatch_curves_chart
+    from rlmperf_lite.book.charts import MISMATCH_METRICS, mismatch_curve_rows
+    from rlmperf_lite.rl import GRPOConfig, train_grpo
+    short = dict(steps=2, num_prompts=4, warmstart_max_steps=10, lr_warmup_steps=0,
+                 rollout_dtype="bfloat16")
+    first = train_grpo(GRPOConfig(**short), eval_every=1)
+    runs = {("trust", 0): first,
+            ("recompute", 0): train_grpo(GRPOConfig(bypass_mode=False, **short), eval_every=1,
+                                         base_params=first.base_params)}
+    rows = mismatch_curve_rows(runs)
+    for (method, seed), run in runs.items():
+        for m in MISMATCH_METRICS:
+            got = [r["value"] for r in rows if r["method"] == method and r["metric"] == m]
+            assert got == [h[m] for h in run.history]          # every step, in order
+    assert all(r["value"] > 0 for r in rows if r["metric"] == "mismatch_k3_kl")   # bf16 engine
+    data = _values(mismatch_curves_chart(runs))
+    assert sorted(map(str, sum(data, []))) == sorted(map(str, rows))
+    with pytest.raises(ValueError, match="eval_every"):
+        mismatch_curve_rows({("x", 0): train_grpo(GRPOConfig(**{**short, "steps": 1}))})
+    with pytest.raises(ValueError, match="runs"):
+        mismatch_curve_rows({"x": first})

@@ -15,6 +15,7 @@ Calculators of every chapter are imported from their module, e.g.
 """
 from .charts import (brent_bounds_chart, brent_terms_chart, figure_html,
                      length_histogram_chart, learning_curve_chart, lines_chart, metrics_chart,
+                     mismatch_curves_chart,
                      phase_roofline_chart, phase_time_chart, reached_costs, step_timeline_chart,
                      sweep_curves_chart, sweep_spread_chart, workdepth_chart)
 from .cost_views import (brent_chart, estimate_table_html, estimate_widget, memory_chart,
@@ -49,7 +50,7 @@ from .ch06_workdepth import (PROFILE_OPTIONS, profile_workdepth_calculator,
 
 __all__ = ["learning_curve_chart", "metrics_chart", "phase_time_chart", "workdepth_chart",
            "brent_terms_chart", "figure_html", "step_timeline_chart", "brent_bounds_chart",
-           "length_histogram_chart", "phase_roofline_chart",
+           "length_histogram_chart", "phase_roofline_chart", "mismatch_curves_chart",
            "workdepth_widget", "sweep_curves_chart", "sweep_spread_chart", "reached_costs",
            "lines_chart",
            "variant_cost_html", "variant_cost_widget", "roofline_chart", "phase_share_chart",

@@ -437,3 +437,58 @@ def phase_roofline_chart(est, *, title: str | None = None):
     return (line + dots).properties(
         width=460, height=260,
         title=title or f"The phases of a {est.algo.upper()} step on the {est.hardware} roofline")
+
+
+MISMATCH_METRICS = {"eval_accuracy": "held-out accuracy",
+                    "mismatch_k3_kl": "mismatch KL (nats per token)"}
+"""The metrics :func:`~rlmperf_lite.book.mismatch_curves_chart` draws, with their axis titles."""
+
+
+def mismatch_curve_rows(runs: dict) -> list[dict]:
+    """``runs``: {(method, seed): RLResult} of :func:`~rlmperf_lite.rl.train_grpo` with an
+    engine and ``eval_every`` > 0. One row per run, step and metric of
+    :data:`~rlmperf_lite.book.charts.MISMATCH_METRICS` that the step logged: ``method``,
+    ``seed``, ``step``, ``metric`` and ``value``.
+
+    Raises:
+        ValueError: naming ``runs``, when it is not such a dict or a run logged neither metric.
+    """
+    if not isinstance(runs, dict) or not runs:
+        raise ValueError("runs must be a non-empty dict {(method, seed): RLResult}")
+    rows = []
+    for key, run in runs.items():
+        if not (isinstance(key, tuple) and len(key) == 2):
+            raise ValueError(f"runs keys must be (method, seed) tuples, got {key!r}")
+        if not isinstance(run, RLResult) or not run.history:
+            raise ValueError(f"runs[{key!r}] must be an RLResult with a history (from "
+                             f"train_grpo), got {type(run).__name__}")
+        got = [{"method": str(key[0]), "seed": int(key[1]), "step": int(h["step"]),
+                "metric": m, "value": float(h[m])}
+               for h in run.history for m in MISMATCH_METRICS if m in h]
+        if {r["metric"] for r in got} != set(MISMATCH_METRICS):
+            raise ValueError(f"runs[{key!r}] must log {sorted(MISMATCH_METRICS)}: train with an "
+                             f"engine (rollout_dtype) and eval_every > 0")
+        rows += got
+    return rows
+
+
+def mismatch_curves_chart(runs: dict, *, title: str | None = None):
+    """Held-out accuracy (top) and the engine–trainer mismatch KL (bottom, log scale) against
+    the step, one colour per method and one dash per seed
+    (:func:`~rlmperf_lite.book.charts.mismatch_curve_rows`)."""
+    rows = mismatch_curve_rows(runs)
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    panels = []
+    for metric, label in MISMATCH_METRICS.items():
+        acc = metric == "eval_accuracy"
+        panels.append(alt.Chart(alt.Data(values=[r for r in rows if r["metric"] == metric]))
+                      .mark_line(strokeWidth=2 if acc else 1.2).encode(
+            x=alt.X("step:Q", title="step"),
+            y=alt.Y("value:Q", title=label, axis=alt.Axis(format=".2f" if acc else ".0e"),
+                    scale=alt.Scale(zero=False) if acc else alt.Scale(type="log")),
+            color=alt.Color("method:N", title="old log-probs", sort=methods),
+            strokeDash=alt.StrokeDash("seed:N", title="seed"),
+            tooltip=["method:N", "seed:N", "step:Q", alt.Tooltip("value:Q", format=".3g")])
+            .properties(width=460, height=170 if acc else 130))
+    return alt.vconcat(*panels).resolve_scale(color="shared", strokeDash="shared").properties(
+        title=title or "Held-out accuracy and the engine–trainer mismatch, by method and seed")

@@ -1,5 +1,6 @@
 """The engine–trainer mismatch: how far apart the two log-probs are, and the corrections for it
-(book section :ref:`sec-grpo`).
+(book sections :ref:`sec-grpo` and
+:ref:`sec-mismatch`).
 
 The rollout engine samples a completion and records its log-probs ``rollout_per_token_logps``;
 the trainer's log-probs of the same tokens (``old_per_token_logps``, the old-log-prob pass)
@@ -46,8 +47,10 @@ def mismatch_metrics(old_per_token_logps, rollout_per_token_logps, completion_ma
 
     With ``log rho = old_logp - rollout_logp`` (tokens sampled by the engine): ``mismatch_kl``
     = mean(-log rho) and ``mismatch_k3_kl`` = mean(rho - 1 - log rho) (>= 0 token by token), two
-    unbiased estimates of KL(engine || trainer) (Schulman 2020; verl logs both as
-    ``rollout_corr/kl`` and ``rollout_corr/k3_kl``); ``mismatch_ratio_mean``, ``_max``,
+    estimates of KL(engine || trainer) (Schulman 2020; verl logs both as ``rollout_corr/kl`` and
+    ``rollout_corr/k3_kl``). Both are unbiased when the engine can sample every token the trainer
+    can; under top-k / top-p truncation E[rho] < 1 and k3 underestimates the KL, while k1 stays
+    unbiased (the lab of :ref:`sec-mismatch` measures both); ``mismatch_ratio_mean``, ``_max``,
     ``_min`` and ``_p{q}`` the quantiles of rho in percent (``mismatch_ratio_p50``...); and
     ``mismatch_seq_ratio_max``, the largest product of a sequence's ratios.
 
