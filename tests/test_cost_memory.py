@@ -195,3 +195,46 @@ def test_bad_activation_arguments_are_named(kw, match):
         model_state_bytes(-1)
     with pytest.raises(ValueError, match="model must be a ModelConfig"):
         kv_cache_bytes_per_token("opt-13b")
+
+
+# ---- max_kv_sequences: the decode batch the KV cache allows -----------------------------------
+
+def test_max_kv_sequences_matches_a_count_by_hand():
+    """Qwen2.5-7B (28 layers, 4 KV heads of 128: 57,344 bf16 bytes a token; 7,615,616,512
+    parameters) on an 80 GB H100 at vLLM's gpu_memory_utilization 0.9, 512 + 4,096 tokens."""
+    from rlmperf_lite.cost import hardware_preset, max_kv_sequences, model_preset
+    qwen, h100 = model_preset("qwen2.5-7b"), hardware_preset("h100")
+    per_token = 2 * 28 * 4 * 128 * 2
+    by_hand = (0.9 * 80e9 - 2 * 7_615_616_512) / (4608 * per_token)            # 214.8
+    assert max_kv_sequences(qwen, h100, 4608, memory_utilization=0.9) == int(by_hand) == 214
+    # tp = 2: half the weights per GPU, and the 4 KV heads split two ways
+    tp2 = (0.9 * 80e9 - 7_615_616_512) / (4608 * per_token / 2)                  # 487.3
+    assert max_kv_sequences(qwen, h100, 4608, memory_utilization=0.9, tp=2) == int(tp2)
+    # 70B's 141 GB of bf16 weights leave no room on one GPU
+    assert max_kv_sequences(model_preset("llama-3.1-70b"), h100, 4608,
+                            memory_utilization=0.9) == 0
+
+
+def test_max_kv_sequences_is_the_largest_batch_within_the_budget():
+    from rlmperf_lite.cost import (hardware_preset, kv_cache_bytes, max_kv_sequences,
+                                   model_preset)
+    h100 = hardware_preset("h100")
+    for name in ("qwen2.5-7b", "llama-3.1-8b", "deepseek-v3"):
+        m = model_preset(name)
+        for context, tp in ((1024, 1), (8192, 8), (32768, 8)):
+            n = max_kv_sequences(m, h100, context, memory_utilization=0.9, tp=tp)
+            budget = 0.9 * h100.hbm_bytes - 2 * m.num_params() / tp
+            per = kv_cache_bytes(m, context) / (1 if m.is_mla else min(tp, m.kv_heads))
+            assert n * per <= max(budget, 0) < (n + 1) * per or (n == 0 and budget < per)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(context=0), "context"), (dict(memory_utilization=0.0), "memory_utilization"),
+    (dict(memory_utilization=1.5), "memory_utilization"), (dict(tp=0), "tp"),
+    (dict(hw="h100"), "hw must be a HardwareSpec")])
+def test_max_kv_sequences_bad_inputs_name_the_parameter(kwargs, match):
+    from rlmperf_lite.cost import hardware_preset, max_kv_sequences, model_preset
+    args = dict(model=model_preset("qwen2.5-7b"), hw=hardware_preset("h100"), context=4608,
+                memory_utilization=0.9)
+    with pytest.raises(ValueError, match=match):
+        max_kv_sequences(**{**args, **kwargs})

@@ -86,7 +86,7 @@ def test_answers_lists_ids_in_order_and_by_chapter():
     ids = answers()
     assert ids == list(exercises.REGISTRY) and len(ids) == len(set(ids))
     assert all(re.fullmatch(r"ch(0[1-9]|1[0-9])\.[1-9][a-z]?", i) for i in ids), ids
-    assert answers("ch02") == ["ch02.1", "ch02.2", "ch02.3"]
+    assert answers("ch02") == ["ch02.1", "ch02.2", "ch02.3", "ch02.4a", "ch02.4b", "ch02.4c"]
     assert answers("ch42") == []
     with pytest.raises(ValueError, match="^prefix"):
         answers(2)
@@ -226,7 +226,7 @@ def lab2_editions(tmp_path_factory):
     (src / "notebooks").mkdir()
     (src / "book").mkdir()
     shutil.copy(REPO / "notebooks" / "ch02_lab.ipynb", src / "notebooks")
-    links = "\n".join(f"- {{ref}}`ex-ch02-{k}`" for k in range(1, 4))
+    links = "\n".join(f"- {{ref}}`ex-ch02-{k}`" for k in range(1, 5))
     (src / "book" / "ch02_ppo.md").write_text(f"# Chapter 2\n\n## Exercises\n\n{links}\n",
                                               encoding="utf-8")
     (src / "_toc.yml").write_text("format: jb-book\nroot: book/ch02_ppo\nchapters:\n"
@@ -257,11 +257,12 @@ sphinx:
 
 def test_full_edition_folds_executed_solutions(lab2_editions):
     page = _parse(lab2_editions["full"] / "notebooks" / "ch02_lab.html")
-    assert len(page.solutions) == 3 and all(s["dropdown"] for s in page.solutions)
+    assert len(page.solutions) == 4 and all(s["dropdown"] for s in page.solutions)
     first = page.solutions[0]["text"]
     assert "train_ppo(PPOConfig(seed=0, steps=10" in first        # the solution's code ...
     assert "✓ ch02.1: 4 matches" in first                         # ... and its stored output
     assert "✓ ch02.3:" in page.solutions[2]["text"]
+    assert "✓ ch02.4c: 819 matches" in page.solutions[3]["text"]   # the pen-and-paper scan
 
 
 def test_student_edition_has_exercises_without_solutions(lab2_editions):
@@ -270,8 +271,8 @@ def test_student_edition_has_exercises_without_solutions(lab2_editions):
     assert page.solutions == []
     for gone in ("✓ ch02", "Solution to", "single = train_ppo", "ppo32 =", "{solution"):
         assert gone not in text, gone
-    for kept in ("Exercise 1", "Exercise 3", "Set ppo_epochs=1", "print(answers(\"ch02\"))",
-                 "['ch02.1', 'ch02.2', 'ch02.3']"):
+    for kept in ("Exercise 1", "Exercise 4", "Set ppo_epochs=1", "print(answers(\"ch02\"))",
+                 "['ch02.1', 'ch02.2', 'ch02.3', 'ch02.4a', 'ch02.4b', 'ch02.4c']"):
         assert kept in text.replace("&quot;", '"'), kept
     chapter = "".join(_parse(lab2_editions["student"] / "book" / "ch02_ppo.html").text)
     assert "Exercise 1" in chapter and "Exercise 3" in chapter     # the links still resolve

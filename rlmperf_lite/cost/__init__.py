@@ -10,7 +10,8 @@ from .hardware import (HardwareSpec, hardware_preset, hardware_presets, measure_
                        resolve_hardware)
 from .hf import from_hf_config
 from .memory import (BYTES_PER_PARAM_ADAM, activation_bytes_per_layer, kv_cache_bytes_per_token,
-                     kv_cache_bytes, lm_head_activation_bytes, model_state_bytes)
+                     kv_cache_bytes, lm_head_activation_bytes, max_kv_sequences,
+                     model_state_bytes)
 from .model import ModelConfig
 from .roofline import decode_step_bytes, decode_step_flops, mfu, roofline_time
 from .rollout import mean_decode_context
@@ -64,7 +65,7 @@ __all__ = ["ModelConfig", "from_hf_config", "model_preset", "model_presets", "pr
            "matmul_weights_per_token", "forward_flops", "prefill_flops", "decode_flops",
            "train_flops", "mtp_flops", "ADAMW_FLOPS_PER_PARAM", "BYTES_PER_PARAM_ADAM",
            "model_state_bytes",
-           "activation_bytes_per_layer", "lm_head_activation_bytes", "kv_cache_bytes_per_token", "kv_cache_bytes",
+           "activation_bytes_per_layer", "lm_head_activation_bytes", "kv_cache_bytes_per_token", "kv_cache_bytes", "max_kv_sequences",
            "mean_decode_context", "roofline_time",
            "decode_step_bytes", "decode_step_flops", "mfu", "ALGOS", "PhaseEstimate",
            "PhaseSequence",

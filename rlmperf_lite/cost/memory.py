@@ -42,13 +42,16 @@
 """
 from __future__ import annotations
 
+import math
+
 from ..checks import check_bool, check_choice, check_int, check_number, check_real_array
 from .flops import attended_keys
+from .hardware import HardwareSpec
 from .model import MAX_PARAMS, MAX_POSITIONS, ModelConfig
 
 __all__ = ["BYTES_PER_PARAM_ADAM", "ATTENTION", "LOGITS", "model_state_bytes",
            "activation_bytes_per_layer", "lm_head_activation_bytes", "kv_cache_bytes_per_token",
-           "kv_cache_bytes"]
+           "kv_cache_bytes", "max_kv_sequences"]
 
 BYTES_PER_PARAM_ADAM = 16
 ATTENTION = ("flash", "eager")      # attention kernels: FlashAttention; stored scores (history)
@@ -253,3 +256,27 @@ def kv_cache_split(m: ModelConfig, tp: int) -> int:
     """Ways ``tp`` GPUs split a replica's KV cache: min(tp, KV heads), as the heads are
     split (Shoeybi et al. 2019 §3); 1 for a latent (MLA) cache, which every rank holds whole."""
     return 1 if m.is_mla else min(tp, m.kv_heads)
+
+
+def max_kv_sequences(model: ModelConfig, hw: HardwareSpec, context, *, memory_utilization: float,
+                     tp: int = 1) -> int:
+    """The most sequences of ``context`` tokens whose bf16 KV cache fits on an engine replica
+    of ``tp`` GPUs beside its bf16 weights: floor((u HBM - 2 N / tp) / (kv(c) / s)), u =
+    ``memory_utilization`` (vLLM's ``gpu_memory_utilization``: 0.9 in v0.10's CacheConfig,
+    0.92 in later releases), kv(c) = :func:`kv_cache_bytes`, s = :func:`kv_cache_split`. 0
+    when the weights alone take the budget. The activations' workspace and CUDA graphs, which
+    vLLM profiles out of the same budget, are left out: an upper bound.
+
+    Raises:
+        ValueError: a non-ModelConfig model, ``hw`` not a HardwareSpec, ``context`` not a
+            number of tokens >= 1, ``memory_utilization`` outside (0, 1], ``tp`` < 1.
+    """
+    m = _model(model)
+    if not isinstance(hw, HardwareSpec):
+        raise ValueError(f"hw must be a HardwareSpec (hardware_preset('h100')), got {hw!r}")
+    check_number("context", context, low=1, high=MAX_POSITIONS)
+    check_number("memory_utilization", memory_utilization, low=0, high=1, low_open=True)
+    check_int("tp", tp, 1)
+    free_bytes = memory_utilization * hw.hbm_bytes - 2.0 * m.num_params() / tp
+    per_sequence_bytes = float(kv_cache_bytes(m, context)) / kv_cache_split(m, tp)
+    return max(0, math.floor(free_bytes / per_sequence_bytes))

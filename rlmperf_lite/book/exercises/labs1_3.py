@@ -82,6 +82,20 @@ def _critic_break_even_group() -> int:
     return G
 
 
+def _hand_scan_advantage() -> float:
+    """A_0 of exercise ch02.4's row by the scan: rewards (0, 0, 0, 1), the untrained critic's
+    zero values, gamma 1, lam 0.5."""
+    from ...rl import gae_scan
+    rewards = np.array([[0.0, 0.0, 0.0, 1.0]])
+    advantages, _ = gae_scan(rewards, np.zeros_like(rewards), np.ones_like(rewards), 1.0, 0.5)
+    return float(advantages[0, 0])
+
+
+def _scan_workdepth(T: int) -> tuple:
+    from ...rl import gae_workdepth
+    return gae_workdepth(T)["scan"]
+
+
 # ---- Lab 3 -----------------------------------------------------------------------------------
 
 def _length_bias_ratio() -> float:
@@ -170,6 +184,17 @@ ANSWERS: dict[str, Answer] = {
                      "PPO's critic work",
                      "extra rollout = rollout(G) - rollout(1); critic = values + critic "
                      "forward, backward and optimizer", rtol=0.0),
+    "ch02.4a": Answer(_hand_scan_advantage,
+                      "A_0 of the row (0, 0, 0, 1), zero values, gamma 1, lam 0.5",
+                      "A_t = delta_t + gamma lam A_{t+1}, and delta_t = r_t with zero values",
+                      atol=1e-6),
+    "ch02.4b": Answer(lambda: _scan_workdepth(8)[0],
+                      "the scan's work for R = 8 tokens, in multiply-adds",
+                      "two sweeps of n - 1 combines of 2 multiply-adds each, then one per token",
+                      rtol=0.0),
+    "ch02.4c": Answer(lambda: _scan_workdepth(4096)[0] / _scan_workdepth(4096)[1],
+                      "the scan's parallelism W/D for R = 4,096 tokens",
+                      "W = 4 (n - 1) + R multiply-adds, D = 2 log2 n + 1 rounds"),
     "ch03.1": Answer(_length_bias_ratio,
                      "seq-mean-token-mean weight of a token of the shortest over the longest "
                      "answer",

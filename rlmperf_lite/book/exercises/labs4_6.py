@@ -69,6 +69,19 @@ def _lever_saving(hardware: str, **lever) -> float:
     return 1 - _estimate(**{**base, **lever}).time_s / _estimate(**base).time_s
 
 
+def _decode_step_ms() -> float:
+    from ...cost.rollout import decode_step_s
+    from ...cost import hardware_preset, model_preset
+    return 1e3 * float(decode_step_s(model_preset("qwen2.5-7b"), hardware_preset("h100"),
+                                     batch=64, context=2560))
+
+
+def _kv_sequences() -> int:
+    from ...cost import hardware_preset, max_kv_sequences, model_preset
+    return max_kv_sequences(model_preset("qwen2.5-7b"), hardware_preset("h100"), 512 + 4096,
+                            memory_utilization=0.9)
+
+
 ANSWERS: dict[str, Answer] = {
     "ch04.1": Answer(_compute_bound_decode_batch,
                      "smallest decode batch of Qwen2.5-7B at context 0 that is compute-bound "
@@ -106,5 +119,12 @@ ANSWERS: dict[str, Answer] = {
     "ch06.3b": Answer(lambda: _lever_saving("h20", train_efficiency=0.8),
                       "share of the H20 step saved by a trainer at 0.8 MFU (from 0.4)",
                       "1 - new time / old time, from train 0.4 and decode 0.5 efficiency"),
+    "ch06.4": Answer(_decode_step_ms,
+                     "ms of one decode step, Qwen2.5-7B on one H100, 64 sequences at 2,560 tokens",
+                     "bytes read (2N of weights + 64 x 2,560 x 57,344 of KV cache) over 3.35 TB/s",
+                     rtol=0.02),
+    "ch06.5": Answer(_kv_sequences,
+                     "sequences of 4,608 tokens whose KV cache fits on one H100 beside the weights",
+                     "(0.9 x 80 GB - 2N) / (4,608 x 57,344 bytes), rounded down", rtol=0.0),
 }
 """Exercise id -> :class:`~rlmperf_lite.book.exercises.Answer`."""
