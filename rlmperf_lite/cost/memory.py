@@ -263,9 +263,10 @@ def max_kv_sequences(model: ModelConfig, hw: HardwareSpec, context, *, memory_ut
     """The most sequences of ``context`` tokens whose bf16 KV cache fits on an engine replica
     of ``tp`` GPUs beside its bf16 weights: floor((u HBM - 2 N / tp) / (kv(c) / s)), u =
     ``memory_utilization`` (vLLM's ``gpu_memory_utilization``: 0.9 in v0.10's CacheConfig,
-    0.92 in later releases), kv(c) = :func:`kv_cache_bytes`, s = :func:`kv_cache_split`. 0
-    when the weights alone take the budget. The activations' workspace and CUDA graphs, which
-    vLLM profiles out of the same budget, are left out: an upper bound.
+    0.92 in later releases), kv(c) = :func:`kv_cache_bytes`, s = min(tp, KV heads) the ways
+    the heads split (1 for a latent cache). 0 when the weights alone take the budget. The
+    activations' workspace and CUDA graphs, which vLLM profiles out of the same budget, are
+    left out: an upper bound.
 
     Raises:
         ValueError: a non-ModelConfig model, ``hw`` not a HardwareSpec, ``context`` not a
