@@ -171,40 +171,31 @@ def matmul_share() -> dict:
 
 def continuous_batching(num_prompts=32, group_size=4, num_slots=32, max_new_tokens=20,
                         repeats=5) -> dict:
-    """Padding fraction and median wall time: static (all n rows), static in waves of
-    ``num_slots`` rows, and continuous with ``num_slots`` slots; same seeds, same tokens."""
-    from rlmperf_lite.nn import (TinyLMConfig, generate, generate_continuous, init_params,
-                                 static_batching_stats)
+    """Padding fraction and best wall time: static (all n rows), static in waves of
+    ``num_slots`` rows, and continuous with ``num_slots`` slots; same seeds, same tokens
+    (rlmperf_lite.cost.measure_batching, which the book's lab uses)."""
+    from rlmperf_lite.cost import measure_batching
+    from rlmperf_lite.nn import TinyLMConfig, init_params
     from rlmperf_lite.tasks import AdditionTask
     task = AdditionTask()
     prompts, _ = task.sample_prompts(np.random.default_rng(0), num_prompts)
     cfg = TinyLMConfig(max_seq_len=prompts.shape[1] + max_new_tokens)
     params = init_params(cfg, np.random.default_rng(0))
-    n, per_wave = num_prompts * group_size, num_slots // group_size
-    seeds = list(range(n))
-    args = dict(max_new_tokens=max_new_tokens, eos_id=task.eos_id, pad_id=task.pad_id,
-                group_size=group_size)
-
-    def static():
-        return [generate(params, prompts, cfg, seeds=seeds, **args)]
-
-    def waves():
-        return [generate(params, prompts[i:i + per_wave], cfg, **args,
-                         seeds=seeds[i * group_size:(i + per_wave) * group_size])
-                for i in range(0, num_prompts, per_wave)]
-
-    def continuous():
-        return generate_continuous(params, prompts, cfg, num_slots=num_slots, seeds=seeds, **args)
-
-    out = {"n": n, "num_slots": num_slots, "max_new_tokens": max_new_tokens}
-    lengths = static()[0].completion_mask.sum(axis=1)
-    out["length_mean"], out["length_max"] = float(lengths.mean()), int(lengths.max())
-    for name, fn in (("static", static), ("static_waves", waves), ("continuous", continuous)):
-        stats = [static_batching_stats(r) for r in fn()] if name != "continuous" else [fn()[1]]
-        rows, pad = sum(s.row_steps for s in stats), sum(s.padding_row_steps for s in stats)
-        out[name] = {"row_steps": rows, "padding_row_steps": pad, "padding_fraction": pad / rows,
-                     "wall_s_median": median_s(fn, repeats=repeats, warmup=1)}
-    np.testing.assert_array_equal(continuous()[0].tokens, static()[0].tokens)
+    n = num_prompts * group_size
+    args = dict(seeds=list(range(n)), max_new_tokens=max_new_tokens, eos_id=task.eos_id,
+                pad_id=task.pad_id, group_size=group_size, repeats=repeats)
+    whole = measure_batching(params, prompts, cfg, num_slots=n, **args)      # one wave of n
+    slots = measure_batching(params, prompts, cfg, num_slots=num_slots, **args)
+    assert whole["same_outputs"] and slots["same_outputs"]
+    out = {"n": n, "num_slots": num_slots, "max_new_tokens": max_new_tokens,
+           "length_mean": float(slots["lengths"].mean()),
+           "length_max": int(slots["lengths"].max())}
+    for name, res, kind in (("static", whole, "static"), ("static_waves", slots, "static"),
+                            ("continuous", slots, "continuous")):
+        stats = res[kind]
+        out[name] = {"row_steps": stats.row_steps, "padding_row_steps": stats.padding_row_steps,
+                     "padding_fraction": stats.padding_row_steps / stats.row_steps,
+                     "wall_s_best": res[f"{kind}_s"]}
     return out
 
 
